@@ -1,0 +1,28 @@
+// Process-level setup: who am I, how many are we.
+#pragma once
+
+namespace kolo {
+
+// Reads this process's place in the job from the environment that kolorun sets
+// (KOLO_RANK, KOLO_SIZE, ...); without it the process is a job of one. Connects to
+// the peers and starts the background thread. Throws kolo::Error on failure.
+// Calling init() twice is an error; init() after shutdown() starts a new session.
+void init();
+
+// Completes or fails every pending operation, stops the background thread and
+// releases the communicator. Safe to call more than once; also runs at exit.
+void shutdown();
+
+bool is_initialized();
+
+int rank();
+int size();
+// Rank and size among the processes of this host.
+int local_rank();
+int local_size();
+// Index of this host among the job's hosts, and the number of hosts (Horovod's
+// cross rank for local rank 0 processes).
+int cross_rank();
+int cross_size();
+
+}  // namespace kolo

@@ -1,0 +1,108 @@
+// Element types, reduction ops and non-owning tensor views: the vocabulary every
+// other kolo header is written in.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kolo {
+
+// Wire-stable values: they are serialized in negotiation messages, never reorder.
+enum class DataType : std::uint8_t {
+  UInt8 = 0,
+  Int8 = 1,
+  Int32 = 2,
+  Int64 = 3,
+  Float16 = 4,
+  BFloat16 = 5,
+  Float32 = 6,
+  Float64 = 7,
+  Bool = 8,
+};
+inline constexpr int kNumDataTypes = 9;
+
+// Average is Sum followed by a division by the number of ranks. On Bool, Sum and
+// Max are logical OR, Min and Product logical AND.
+enum class ReduceOp : std::uint8_t {
+  Sum = 0,
+  Average = 1,
+  Min = 2,
+  Max = 3,
+  Product = 4,
+};
+inline constexpr int kNumReduceOps = 5;
+
+std::size_t element_size(DataType dtype);
+const char* to_string(DataType dtype);
+const char* to_string(ReduceOp op);
+bool is_floating_point(DataType dtype);
+// True when `value` names a defined enumerator (used to reject garbage from casts
+// and from the wire).
+bool is_valid(DataType dtype);
+bool is_valid(ReduceOp op);
+
+using Shape = std::vector<std::int64_t>;
+
+// Number of elements of a shape; an empty shape is a scalar with one element.
+std::int64_t num_elements(const Shape& shape);
+std::string to_string(const Shape& shape);
+
+// A view of contiguous host memory: kolo never owns or frees `data`. The memory
+// must stay valid until the operation that uses it has completed.
+struct Tensor {
+  void* data = nullptr;
+  DataType dtype = DataType::Float32;
+  Shape shape;
+
+  std::int64_t numel() const { return num_elements(shape); }
+  std::size_t nbytes() const { return static_cast<std::size_t>(numel()) * element_size(dtype); }
+};
+
+// Convenience constructor for a 1-D view over a typed array.
+template <typename T>
+Tensor make_tensor(T* data, std::int64_t count);
+
+// Memory owned by kolo, returned by operations whose output size is only known
+// after negotiation (allgather, alltoall, reducescatter).
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(DataType dtype, Shape shape);
+
+  DataType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  void* data() { return bytes_.data(); }
+  const void* data() const { return bytes_.data(); }
+  std::size_t nbytes() const { return bytes_.size(); }
+  Tensor view() { return Tensor{bytes_.data(), dtype_, shape_}; }
+
+  template <typename T>
+  T* as() { return reinterpret_cast<T*>(bytes_.data()); }
+  template <typename T>
+  const T* as() const { return reinterpret_cast<const T*>(bytes_.data()); }
+
+ private:
+  DataType dtype_ = DataType::UInt8;
+  Shape shape_;
+  std::vector<std::byte> bytes_;
+};
+
+namespace detail {
+template <typename T> struct DataTypeOf;
+template <> struct DataTypeOf<std::uint8_t> { static constexpr DataType value = DataType::UInt8; };
+template <> struct DataTypeOf<std::int8_t> { static constexpr DataType value = DataType::Int8; };
+template <> struct DataTypeOf<std::int32_t> { static constexpr DataType value = DataType::Int32; };
+template <> struct DataTypeOf<std::int64_t> { static constexpr DataType value = DataType::Int64; };
+template <> struct DataTypeOf<float> { static constexpr DataType value = DataType::Float32; };
+template <> struct DataTypeOf<double> { static constexpr DataType value = DataType::Float64; };
+template <> struct DataTypeOf<bool> { static constexpr DataType value = DataType::Bool; };
+}  // namespace detail
+
+template <typename T>
+Tensor make_tensor(T* data, std::int64_t count) {
+  return Tensor{static_cast<void*>(data), detail::DataTypeOf<T>::value, Shape{count}};
+}
+
+}  // namespace kolo

@@ -1,0 +1,78 @@
+// The one interface every transport implements: collectives on contiguous
+// buffers between the ranks of a job. The engine sees only this interface.
+//
+// Contract for every implementation:
+//  - All ranks call the same sequence of operations with agreeing arguments; the
+//    engine guarantees this through negotiation. A rank that breaks it is a bug.
+//  - Calls are made from one thread (the engine's background thread).
+//  - Results of allreduce/reduce_scatter are bitwise identical on every rank.
+//  - No call waits forever: a dead or stalled peer turns into PeerFailureError
+//    (naming the rank) within the peer timeout, and abort() from any thread makes
+//    every current and later call throw ShutdownError promptly.
+//  - send == recv is allowed wherever both exist (in place).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "kolo/types.h"
+
+namespace kolo::comm {
+
+struct CommunicatorOptions {
+  // A peer that makes no progress for this long while we wait on it is declared
+  // failed. A peer process that has exited is detected much sooner.
+  std::chrono::milliseconds peer_timeout{30000};
+  // How long setup waits for every peer to attach.
+  std::chrono::milliseconds connect_timeout{30000};
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // "shm", "self", ... for logs and benchmarks.
+  virtual std::string name() const = 0;
+
+  // recv[i] = send_0[i] op send_1[i] op ... for `count` elements. `op` is never
+  // Average (the engine divides). Reduction order is by rank, the same on every rank.
+  virtual void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op) = 0;
+
+  // `send` holds sum(recv_counts) elements on every rank; rank r receives the
+  // reduction of block r (recv_counts[r] elements, blocks in rank order).
+  virtual void reduce_scatter(const void* send, void* recv, std::span<const std::size_t> recv_counts,
+                              DataType dtype, ReduceOp op) = 0;
+
+  // Byte-level: rank r contributes recv_bytes[r] bytes (send_bytes == recv_bytes[rank]);
+  // `recv` receives all contributions concatenated in rank order.
+  virtual void allgatherv(const void* send, std::size_t send_bytes, void* recv,
+                          std::span<const std::size_t> recv_bytes) = 0;
+
+  // As allgatherv, but only `root` receives (recv may be null elsewhere).
+  virtual void gatherv(const void* send, std::size_t send_bytes, void* recv, std::span<const std::size_t> recv_bytes,
+                       int root) = 0;
+
+  // Overwrites `bytes` bytes of `buffer` on every rank with root's.
+  virtual void broadcast(void* buffer, std::size_t bytes, int root) = 0;
+
+  // send_bytes[j]: bytes this rank sends to rank j (consecutive in `send`, in rank
+  // order); recv_bytes[j]: bytes this rank receives from rank j (same layout in recv).
+  virtual void alltoallv(const void* send, std::span<const std::size_t> send_bytes, void* recv,
+                         std::span<const std::size_t> recv_bytes) = 0;
+
+  virtual void barrier() = 0;
+
+  // Callable from any thread: wakes every waiter; current and later calls throw
+  // ShutdownError carrying `reason`. Never blocks.
+  virtual void abort(const std::string& reason) = 0;
+};
+
+// The communicator of a job of one process: every collective is a local copy.
+std::unique_ptr<Communicator> make_self_communicator();
+
+}  // namespace kolo::comm

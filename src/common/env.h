@@ -1,0 +1,26 @@
+// Tunables read from KOLO_* environment variables. A malformed value is an error
+// naming the variable, never silently replaced by the default.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace kolo::env {
+
+std::optional<std::string> get(const char* name);
+std::string get_string(const char* name, const std::string& fallback);
+// Integers accept an optional K/M/G suffix (powers of 1024) for byte sizes.
+std::int64_t get_int(const char* name, std::int64_t fallback);
+bool get_bool(const char* name, bool fallback);
+// Seconds as a decimal number ("0.5", "30").
+std::chrono::milliseconds get_seconds(const char* name, std::chrono::milliseconds fallback);
+
+// Parsers used by the getters, exposed for kolorun's flags and the tests; they
+// throw kolo::InvalidArgumentError naming `what` on malformed input.
+std::int64_t parse_int(const std::string& text, const std::string& what);
+double parse_double(const std::string& text, const std::string& what);
+bool parse_bool(const std::string& text, const std::string& what);
+
+}  // namespace kolo::env

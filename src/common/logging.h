@@ -1,0 +1,26 @@
+// One-line diagnostics on stderr: "[kolo 3] warning: message". The level comes
+// from KOLO_LOG_LEVEL (error, warning, info, debug; default warning).
+#pragma once
+
+#include <sstream>
+#include <string>
+
+namespace kolo::log {
+
+enum class Level { Error = 0, Warning = 1, Info = 2, Debug = 3 };
+
+bool enabled(Level level);
+// The rank shown in the prefix; -1 (the default) shows none.
+void set_rank(int rank);
+void write(Level level, const std::string& message);
+
+}  // namespace kolo::log
+
+#define KOLO_LOG(level, stream_expr)                                       \
+  do {                                                                     \
+    if (::kolo::log::enabled(::kolo::log::Level::level)) {                 \
+      std::ostringstream kolo_log_stream_;                                 \
+      kolo_log_stream_ << stream_expr;                                     \
+      ::kolo::log::write(::kolo::log::Level::level, kolo_log_stream_.str()); \
+    }                                                                      \
+  } while (0)

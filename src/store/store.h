@@ -1,0 +1,69 @@
+// The rendezvous key-value store: a TCP server that kolorun runs for the job, and
+// the client every rank uses to find its peers.
+//
+// Only processes holding the job's secret may use it: on connect the server sends
+// a random nonce and the client must answer HMAC-SHA256(secret, nonce) before any
+// command is accepted. The secret travels in the environment (KOLO_SECRET), never
+// on a command line. The wire format is in store_protocol.h.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kolo::store {
+
+using Bytes = std::vector<std::uint8_t>;
+using std::chrono::milliseconds;
+
+// Thread-safe: calls from several threads are serialized on one connection.
+// Errors: kolo::TimeoutError when a get/wait runs out of time, kolo::PeerFailureError
+// (rank -1) when the server is unreachable or closes the connection,
+// kolo::InvalidArgumentError for a key or value over the protocol's limits.
+class StoreClient {
+ public:
+  // Connects (retrying until `timeout`, since ranks may start before the server
+  // listens) and authenticates with `secret`.
+  static std::unique_ptr<StoreClient> connect(const std::string& host, int port, const std::string& secret,
+                                              milliseconds timeout);
+  virtual ~StoreClient() = default;
+
+  virtual void set(const std::string& key, const Bytes& value) = 0;
+  // Blocks until `key` exists, up to `timeout`.
+  virtual Bytes get(const std::string& key, milliseconds timeout) = 0;
+  // Atomically adds `delta` to the integer stored at `key` (absent counts as 0) and
+  // returns the new value.
+  virtual std::int64_t add(const std::string& key, std::int64_t delta) = 0;
+  // Blocks until every key exists, up to `timeout`.
+  virtual void wait(const std::vector<std::string>& keys, milliseconds timeout) = 0;
+  // True when every key exists, without blocking.
+  virtual bool check(const std::vector<std::string>& keys) = 0;
+  virtual void erase(const std::string& key) = 0;
+};
+
+// Runs on its own thread until destroyed. One malformed or unauthenticated client
+// only ever costs its own connection, which is closed and logged.
+class StoreServer {
+ public:
+  // Listens on `bind_host`:`port` (port 0 picks a free one).
+  StoreServer(std::string secret, const std::string& bind_host = "127.0.0.1", int port = 0);
+  ~StoreServer();
+  StoreServer(const StoreServer&) = delete;
+  StoreServer& operator=(const StoreServer&) = delete;
+
+  int port() const;
+  // Connections refused so far for a bad secret or malformed messages (for tests
+  // and for kolorun's diagnostics).
+  std::uint64_t rejected_connections() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// A random secret suitable for a job: 32 bytes from the kernel, hex-encoded.
+std::string make_secret();
+
+}  // namespace kolo::store

@@ -1,0 +1,48 @@
+// Runs a test body on N real processes, as a job of N ranks on this host.
+//
+// run_ranks forks `size` children. Each child gets the environment kolorun would
+// give it (KOLO_RANK, KOLO_SIZE, local and cross ranks, a fresh KOLO_JOB_ID, and a
+// store address and secret when a store is used), runs body(rank) and exits 0 only
+// if the body raised no GoogleTest failure and threw nothing. The parent waits,
+// kills every child if one fails (after a short grace) or when the timeout passes,
+// removes the job's shared-memory segments, and reports each rank's outcome as a
+// GoogleTest failure. Nothing outlives the call.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace kolo::testing {
+
+struct SpawnOptions {
+  std::chrono::seconds timeout{120};
+  // Start a rendezvous store in the parent and point the ranks at it.
+  bool use_store = true;
+  // Extra environment for every rank (KOLO_FUSION_THRESHOLD, ...).
+  std::map<std::string, std::string> env;
+  // After one rank fails, how long the others may take to finish on their own.
+  std::chrono::milliseconds grace{3000};
+};
+
+struct RankOutcome {
+  int rank = 0;
+  bool exited = false;      // exited normally (else killed by a signal or by us)
+  int exit_code = -1;
+  int signal = 0;
+  bool timed_out = false;
+};
+
+// Runs the job and returns each rank's outcome without judging it.
+std::vector<RankOutcome> spawn_ranks(int size, const std::function<void(int rank)>& body,
+                                     const SpawnOptions& options = {});
+
+// Runs the job and adds a GoogleTest failure for every rank that did not exit 0.
+void run_ranks(int size, const std::function<void(int rank)>& body, const SpawnOptions& options = {});
+
+// A fresh random job id (hex), as kolorun makes.
+std::string make_job_id();
+
+}  // namespace kolo::testing
