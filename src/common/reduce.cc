@@ -113,8 +113,11 @@ KOLO_INLINE void reduce_stored(void* dst_v, const void* const* srcs_v, int n, st
   auto* dst = static_cast<T*>(dst_v);
   auto src = [&](int k) { return static_cast<const T*>(srcs_v[k]); };
   if (n == 1) {
-    // a op a == a for every op here; for Bool it also normalizes to 0/1.
-    combine<Op>(dst, src(0), src(0), count);
+    if constexpr (std::is_same_v<Op, OrOp> || std::is_same_v<Op, AndOp>) {
+      combine<Op>(dst, src(0), src(0), count);  // a|a and a&a normalize Bool to 0/1
+    } else if (dst != src(0)) {
+      std::memcpy(dst, src(0), count * sizeof(T));
+    }
     return;
   }
   if (n == 2) {
