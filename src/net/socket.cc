@@ -77,7 +77,11 @@ std::string format_address(const sockaddr_storage& addr) {
     const auto& in6 = reinterpret_cast<const sockaddr_in6&>(addr);
     inet_ntop(AF_INET6, &in6.sin6_addr, host, sizeof(host));
     port = ntohs(in6.sin6_port);
-    return "[" + std::string(host) + "]:" + std::to_string(port);
+    std::string out = "[";
+    out += host;
+    out += "]:";
+    out += std::to_string(port);
+    return out;
   }
   return "unknown peer";
 }
@@ -160,11 +164,12 @@ Fd connect_tcp_retrying(const std::string& host, int port, Deadline deadline) {
     try {
       return connect_tcp(host, port, deadline);
     } catch (const SocketError& e) {
-      if (e.kind() == SocketError::Kind::TimedOut || Clock::now() + backoff >= deadline) {
+      if (e.kind() == SocketError::Kind::TimedOut || Clock::now() >= deadline) {
         throw SocketError(SocketError::Kind::TimedOut, std::string(e.what()) + " (gave up retrying)");
       }
     }
-    std::this_thread::sleep_for(backoff);
+    // Sleep no further than the deadline, so the last attempt happens right at it.
+    std::this_thread::sleep_until(std::min(deadline, Clock::now() + backoff));
     backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
   }
 }
