@@ -66,6 +66,8 @@ std::vector<Stall> find_stalls(const std::vector<PendingReport>& by_rank, std::c
     }
     if (!s.missing.empty()) out.push_back(std::move(s));
   }
+  // The longest wait first: it is the likeliest cause of the others.
+  std::stable_sort(out.begin(), out.end(), [](const Stall& a, const Stall& b) { return a.waited_ms > b.waited_ms; });
   return out;
 }
 

@@ -33,7 +33,7 @@ struct Stall {
 };
 
 // Operations pending on some rank for at least `threshold` that other ranks have
-// not submitted, sorted by name. Deterministic in its input.
+// not submitted, longest wait first (then by name). Deterministic in its input.
 std::vector<Stall> find_stalls(const std::vector<PendingReport>& by_rank, std::chrono::milliseconds threshold);
 
 // "'grad.w' has waited 61.2 s for rank(s) 2, 3 (submitted by 0, 1)"
