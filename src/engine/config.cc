@@ -20,6 +20,8 @@ EngineConfig EngineConfig::from_env() {
   c.cache_capacity = static_cast<std::size_t>(capacity);
   c.stall_check_time = env::get_seconds("KOLO_STALL_CHECK_TIME", c.stall_check_time);
   c.stall_shutdown_time = env::get_seconds("KOLO_STALL_SHUTDOWN_TIME", c.stall_shutdown_time);
+  c.timeline_path = env::get_string("KOLO_TIMELINE", "");
+  c.timeline_all_ranks = env::get_bool("KOLO_TIMELINE_ALL_RANKS", false);
   return c;
 }
 

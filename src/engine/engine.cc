@@ -49,6 +49,15 @@ Engine::Engine(std::unique_ptr<comm::Communicator> comm, EngineConfig config)
       cache_(config.cache_capacity),
       coordinator_(size_),
       executor_(*comm_) {
+  if (!config_.timeline_path.empty() && (rank_ == 0 || config_.timeline_all_ranks)) {
+    std::string path = config_.timeline_path;
+    if (config_.timeline_all_ranks) {
+      auto dot = path.rfind(".json");
+      std::string suffix = ".rank" + std::to_string(rank_);
+      path = dot == std::string::npos ? path + suffix : path.insert(dot, suffix);
+    }
+    timeline_ = std::make_unique<Timeline>(path, rank_);
+  }
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -128,6 +137,7 @@ void Engine::complete(const std::string& name, std::exception_ptr error) {
 
 void Engine::accept(Entry entry) {
   Request& request = entry.request;
+  entry.accepted_at = std::chrono::steady_clock::now();
   if (request.op == OpType::Join) joined_ = true;
   auto lookup = config_.cache_capacity > 0 && request.group.empty() ? cache_.lookup(request)
                                                                      : ResponseCache::Lookup{};
@@ -272,6 +282,7 @@ void Engine::execute(const std::vector<Response>& responses, bool store_in_cache
       continue;
     }
     executor_.run(parts, entries_);
+    if (timeline_) record(parts);
     for (const Response* r : parts) {
       if (store_in_cache && ResponseCache::cacheable(*r)) {
         if (auto it = entries_.find(r->names[0]); it != entries_.end() && it->second.request.group.empty())
@@ -341,6 +352,24 @@ void Engine::inspect_stalls() {
     if (config_.stall_shutdown_time.count() > 0 && stall.waited_ms >= config_.stall_shutdown_time.count())
       throw PeerFailureError(stall.missing.front(), "kolo stopped the job after a stall (KOLO_STALL_SHUTDOWN_TIME): " +
                                                         describe(stall));
+  }
+}
+
+void Engine::record(const std::vector<const Response*>& batch) {
+  const auto& p = executor_.last_phases();
+  const char* op = to_string(batch.front()->op);
+  const std::string detail = batch.size() > 1 || p.fused ? "fused batch of " + std::to_string(batch.size()) : "";
+  for (const Response* r : batch) {
+    for (const auto& name : r->names) {
+      auto it = entries_.find(name);
+      if (it == entries_.end()) continue;  // a joined rank's zeros
+      const Entry& e = it->second;
+      timeline_->span(name, "QUEUE", e.submitted_at, e.accepted_at);
+      timeline_->span(name, "NEGOTIATE", e.accepted_at, p.start);
+      if (p.fused) timeline_->span(name, "COPY_IN_FUSION_BUFFER", p.start, p.comm_start);
+      timeline_->span(name, op, p.comm_start, p.comm_end, detail);
+      if (p.fused) timeline_->span(name, "COPY_OUT_FUSION_BUFFER", p.comm_end, p.end);
+    }
   }
 }
 

@@ -24,6 +24,7 @@
 #include "engine/entry.h"
 #include "engine/executor.h"
 #include "engine/response_cache.h"
+#include "engine/timeline.h"
 
 namespace kolo::engine {
 
@@ -55,6 +56,7 @@ class Engine {
   void complete(const std::string& name, std::exception_ptr error);
   void fail_everything(std::exception_ptr error);
   void requeue_evicted();
+  void record(const std::vector<const Response*>& batch);
   bool stall_check_due();
   void inspect_stalls();
 
@@ -82,6 +84,7 @@ class Engine {
   ResponseCache cache_;
   Coordinator coordinator_;  // used on rank 0 only
   Executor executor_;
+  std::unique_ptr<Timeline> timeline_;  // null unless KOLO_TIMELINE is set for this rank
 
   std::thread thread_;
 };
