@@ -24,6 +24,10 @@ struct EngineConfig {
   // KOLO_TIMELINE_ALL_RANKS=1: then rank r writes <name>.rank<r>.json).
   std::string timeline_path;
   bool timeline_all_ranks = false;
+  // KOLO_FLIGHT_RECORDER_SIZE: operations each rank remembers (0 disables);
+  // KOLO_FLIGHT_RECORDER_DIR: where rank<r>.json goes on an error, a stall or SIGUSR1.
+  std::size_t flight_recorder_size = 1024;
+  std::string flight_recorder_dir;
 
   static EngineConfig from_env();
 };

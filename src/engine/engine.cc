@@ -58,6 +58,12 @@ Engine::Engine(std::unique_ptr<comm::Communicator> comm, EngineConfig config)
     }
     timeline_ = std::make_unique<Timeline>(path, rank_);
   }
+  if (config_.flight_recorder_size > 0) {
+    std::string dir = config_.flight_recorder_dir.empty() ? "/tmp/kolo-flight" : config_.flight_recorder_dir;
+    recorder_ = std::make_unique<FlightRecorder>(config_.flight_recorder_size, rank_, size_,
+                                                 dir + "/rank" + std::to_string(rank_) + ".json");
+    recorder_->watch_sigusr1();
+  }
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -106,6 +112,15 @@ void Engine::loop() {
 }
 
 void Engine::fail_everything(std::exception_ptr error) {
+  if (recorder_) {
+    try {
+      std::rethrow_exception(error);
+    } catch (const ShutdownError&) {
+      // an orderly end: nothing to report
+    } catch (const std::exception& e) {
+      recorder_->dump(std::string("error: ") + e.what());
+    }
+  }
   std::vector<Entry> queued;
   {
     std::lock_guard lock(mutex_);
@@ -126,6 +141,7 @@ void Engine::complete(const std::string& name, std::exception_ptr error) {
   auto it = entries_.find(name);
   if (it == entries_.end()) return;
   auto state = std::move(it->second.state);
+  if (recorder_) recorder_->update(it->second.seq, error ? OpPhase::Failed : OpPhase::Done);
   entries_.erase(it);
   {
     // Free the name before waking the waiter, so it may reuse it at once.
@@ -138,6 +154,7 @@ void Engine::complete(const std::string& name, std::exception_ptr error) {
 void Engine::accept(Entry entry) {
   Request& request = entry.request;
   entry.accepted_at = std::chrono::steady_clock::now();
+  if (recorder_) entry.seq = recorder_->begin(request, entry.submitted_at);
   if (request.op == OpType::Join) joined_ = true;
   auto lookup = config_.cache_capacity > 0 && request.group.empty() ? cache_.lookup(request)
                                                                      : ResponseCache::Lookup{};
@@ -281,6 +298,13 @@ void Engine::execute(const std::vector<Response>& responses, bool store_in_cache
       for (const auto& name : first.names) complete(name, error_for(first));
       continue;
     }
+    if (recorder_) {
+      for (const Response* r : parts) {
+        for (const auto& name : r->names) {
+          if (auto it = entries_.find(name); it != entries_.end()) recorder_->update(it->second.seq, OpPhase::Executing);
+        }
+      }
+    }
     executor_.run(parts, entries_);
     if (timeline_) record(parts);
     for (const Response* r : parts) {
@@ -347,7 +371,9 @@ void Engine::inspect_stalls() {
     }
     offset += lengths[r];
   }
-  for (const auto& stall : find_stalls(reports, config_.stall_check_time)) {
+  const auto stalls = find_stalls(reports, config_.stall_check_time);
+  if (!stalls.empty() && recorder_) recorder_->dump("stall: " + describe(stalls.front()));
+  for (const auto& stall : stalls) {
     if (rank_ == 0) KOLO_LOG(Warning, "stall: " + describe(stall));
     if (config_.stall_shutdown_time.count() > 0 && stall.waited_ms >= config_.stall_shutdown_time.count())
       throw PeerFailureError(stall.missing.front(), "kolo stopped the job after a stall (KOLO_STALL_SHUTDOWN_TIME): " +

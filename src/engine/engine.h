@@ -23,6 +23,7 @@
 #include "engine/coordinator.h"
 #include "engine/entry.h"
 #include "engine/executor.h"
+#include "engine/flight_recorder.h"
 #include "engine/response_cache.h"
 #include "engine/timeline.h"
 
@@ -44,6 +45,8 @@ class Engine {
   void shutdown();
 
   int rank() const { return rank_; }
+  // Null when disabled.
+  const FlightRecorder* flight_recorder() const { return recorder_.get(); }
   int size() const { return size_; }
 
  private:
@@ -85,6 +88,7 @@ class Engine {
   Coordinator coordinator_;  // used on rank 0 only
   Executor executor_;
   std::unique_ptr<Timeline> timeline_;  // null unless KOLO_TIMELINE is set for this rank
+  std::unique_ptr<FlightRecorder> recorder_;  // null when KOLO_FLIGHT_RECORDER_SIZE=0
 
   std::thread thread_;
 };

@@ -17,6 +17,7 @@ struct Entry {
   std::shared_ptr<detail::OpState> state;
   std::chrono::steady_clock::time_point submitted_at{};
   std::chrono::steady_clock::time_point accepted_at{};  // taken by the background thread
+  std::uint64_t seq = 0;  // in the flight recorder
 };
 
 }  // namespace kolo::engine
