@@ -114,7 +114,9 @@ struct StoreServer::Impl {
   void queue_raw(Connection& c, std::span<const std::uint8_t> bytes);
   void flush(Connection& c);
   void update_interest(Connection& c);
-  void drop(Connection& c, const std::string& why, bool rejection);
+  // Closes `c` (erased later by sweep_dead). A rejection is counted and logged as
+  // a warning; `farewell`, if any, is sent first on a best-effort basis.
+  void drop(Connection& c, const std::string& why, bool rejection, std::optional<std::uint8_t> farewell = {});
   void expire_deadlines();
   int next_timeout_ms() const;
   void set_listener_enabled(bool enabled);
@@ -304,10 +306,7 @@ void StoreServer::Impl::check_handshake(Connection& c) {
   const auto key = std::span(reinterpret_cast<const std::uint8_t*>(secret_.data()), secret_.size());
   const auto expected = crypto::hmac_sha256(key, c.nonce);
   if (!crypto::constant_time_equal(mac, expected)) {
-    // Best effort: tell the client why before closing.
-    const std::uint8_t refused = proto::kHandshakeRefused;
-    (void)::send(c.fd.get(), &refused, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
-    return drop(c, "wrong job secret (the handshake MAC does not match)", true);
+    return drop(c, "wrong job secret (the handshake MAC does not match)", true, proto::kHandshakeRefused);
   }
   c.authenticated = true;
   const std::uint8_t accepted = proto::kHandshakeAccepted;
@@ -463,15 +462,19 @@ void StoreServer::Impl::update_interest(Connection& c) {
   c.interest = wanted;
 }
 
-void StoreServer::Impl::drop(Connection& c, const std::string& why, bool rejection) {
+void StoreServer::Impl::drop(Connection& c, const std::string& why, bool rejection,
+                             std::optional<std::uint8_t> farewell) {
   if (c.dead) return;
   c.dead = true;
+  // Counted before the farewell goes out, so that a client that sees it also sees
+  // the count.
   if (rejection) {
     rejected_.fetch_add(1);
     KOLO_LOG(Warning, "store: closed connection from " << c.peer << ": " << why);
   } else {
     KOLO_LOG(Debug, "store: connection from " << c.peer << " ended: " << why);
   }
+  if (farewell) (void)::send(c.fd.get(), &*farewell, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
   if (c.parked) table_.unpark(c.id);
   c.parked.reset();
   if (c.interest != 0) epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, c.fd.get(), nullptr);
