@@ -128,6 +128,9 @@ TEST_F(StoreTest, GetTimesOutWithTimeoutErrorAndClientStaysUsable) {
   EXPECT_THROW(client->get("never", 0ms), TimeoutError);
   client->set("after", bytes_of("ok"));
   EXPECT_EQ(client->get("after", 0ms), bytes_of("ok"));
+  EXPECT_EQ(client->get("after", milliseconds::max()), bytes_of("ok"));
+  client->wait({"after"}, milliseconds::max());
+  EXPECT_THROW(client->get("never", -5ms), TimeoutError);
 }
 
 TEST_F(StoreTest, OneSetWakesEveryParkedGet) {

@@ -104,6 +104,7 @@ struct StoreServer::Impl {
   void accept_new();
   void on_event(Connection& c, std::uint32_t events);
   void read_input(Connection& c);
+  void compact_input(Connection& c);
   void process_input(Connection& c);
   void check_handshake(Connection& c);
   void handle_request(Connection& c, std::span<const std::uint8_t> payload);
@@ -254,11 +255,20 @@ void StoreServer::Impl::on_event(Connection& c, std::uint32_t events) {
   }
 }
 
-void StoreServer::Impl::read_input(Connection& c) {
-  if (c.input_start > 0) {
+void StoreServer::Impl::compact_input(Connection& c) {
+  if (c.input_start == 0) return;
+  if (c.pending_input() == 0) {
+    // Release the memory of a large request rather than keep it per connection.
+    if (c.input.capacity() > 4 * kReadChunk) std::vector<std::uint8_t>().swap(c.input);
+    c.input.clear();
+  } else {
     c.input.erase(c.input.begin(), c.input.begin() + static_cast<std::ptrdiff_t>(c.input_start));
-    c.input_start = 0;
   }
+  c.input_start = 0;
+}
+
+void StoreServer::Impl::read_input(Connection& c) {
+  compact_input(c);
   const std::size_t old_size = c.input.size();
   c.input.resize(old_size + kReadChunk);
   ssize_t n;
@@ -280,21 +290,22 @@ void StoreServer::Impl::process_input(Connection& c) {
   try {
     while (!c.dead && !c.parked && c.pending_output() < kOutputHighWater) {
       if (!c.authenticated) {
-        if (c.pending_input() < proto::kMacSize) return;
+        if (c.pending_input() < proto::kMacSize) break;
         check_handshake(c);
         continue;
       }
-      if (c.pending_input() < 4) return;
+      if (c.pending_input() < 4) break;
       const std::uint32_t length = read_le32(c.unread().data());
       if (length > proto::kMaxFrame) {
         throw wire::WireError("frame of " + std::to_string(length) + " bytes exceeds the limit of " +
                               std::to_string(proto::kMaxFrame));
       }
-      if (c.pending_input() < 4 + std::size_t{length}) return;
+      if (c.pending_input() < 4 + std::size_t{length}) break;
       auto payload = c.unread().subspan(4, length);
       c.input_start += 4 + length;
       handle_request(c, payload);
     }
+    if (c.pending_input() == 0) compact_input(c);
   } catch (const wire::WireError& e) {
     drop(c, std::string("malformed request: ") + e.what(), true);
   }
