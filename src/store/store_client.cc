@@ -21,8 +21,9 @@ using net::Deadline;
 
 // How long a healthy store may take to answer, on top of a request's own timeout.
 constexpr milliseconds kReplyGrace{60000};
-// The handshake gets at least this long even when connecting used up the timeout.
-constexpr milliseconds kMinHandshakeTime{5000};
+// The handshake gets its own time (the connect timeout, up to this much) even when
+// retrying the connect used up the timeout.
+constexpr milliseconds kMaxExtraHandshakeTime{5000};
 
 std::uint32_t to_wire_timeout(milliseconds timeout) {
   if (timeout.count() <= 0) return 0;
@@ -227,8 +228,10 @@ void authenticate(int fd, const std::string& secret, const std::string& where, D
     net::write_all(fd, mac.data(), mac.size(), deadline);
     net::read_exact(fd, &verdict, 1, deadline);
   } catch (const net::SocketError& e) {
+    const bool closed = e.kind() == net::SocketError::Kind::Closed;
     throw PeerFailureError(-1, "handshake with the kolo store at " + where + " failed: " + e.what() +
-                                   " (a wrong KOLO_SECRET also ends the connection)");
+                                   (closed ? " (the store closes connections beyond its limit, and slow handshakes)"
+                                           : ""));
   }
   if (verdict != proto::kHandshakeAccepted) {
     throw InvalidArgumentError("the store at " + where +
@@ -251,7 +254,9 @@ std::unique_ptr<StoreClient> StoreClient::connect(const std::string& host, int p
     throw PeerFailureError(-1, "cannot reach the kolo store at " + where + " within " +
                                    std::to_string(timeout.count()) + " ms: " + e.what());
   }
-  authenticate(fd.get(), secret, where, std::max(deadline, net::deadline_after(kMinHandshakeTime)));
+  const Deadline handshake_deadline =
+      std::max(deadline, net::deadline_after(std::min(timeout, kMaxExtraHandshakeTime)));
+  authenticate(fd.get(), secret, where, handshake_deadline);
   return std::make_unique<TcpStoreClient>(std::move(fd), where);
 }
 
