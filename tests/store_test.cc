@@ -392,6 +392,12 @@ TEST(StoreSecret, IsHexFromTheKernelAndFreshEachTime) {
   EXPECT_NE(a, b);
 }
 
+testing::SpawnOptions quick_job() {
+  testing::SpawnOptions options;
+  options.timeout = std::chrono::seconds(20);
+  return options;
+}
+
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
@@ -407,7 +413,7 @@ TEST(StoreSecret, RanksConnectFromTheEnvironmentNotTheCommandLine) {
     auto client = StoreClient::connect_from_env(5s);
     client->set("rank" + std::to_string(rank), {});
     client->wait({"rank0", "rank1", "rank2"}, 5s);
-  }, {.timeout = std::chrono::seconds(20)});
+  }, quick_job());
 }
 
 TEST(StoreAddress, ParsesHostAndPort) {
@@ -433,7 +439,7 @@ TEST(StoreAddress, ConnectFromEnvNeedsBothVariables) {
     EXPECT_THROW(StoreClient::connect_from_env(1s), InvalidArgumentError);
     unsetenv("KOLO_STORE_ADDR");
     EXPECT_THROW(StoreClient::connect_from_env(1s), InvalidArgumentError);
-  }, {.timeout = std::chrono::seconds(20)});
+  }, quick_job());
 }
 
 // The store's bookkeeping of parked requests, without sockets.
