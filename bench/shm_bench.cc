@@ -100,6 +100,23 @@ double max_over_ranks(kolo::comm::Communicator& comm, double value) {
   return out;
 }
 
+// One checked allreduce: every rank contributes rank + 1 everywhere.
+void verify(kolo::comm::Communicator& comm, std::vector<std::byte>& send, std::vector<std::byte>& recv,
+            std::size_t count) {
+  auto* in = reinterpret_cast<float*>(send.data());
+  auto* out = reinterpret_cast<float*>(recv.data());
+  std::fill(in, in + count, static_cast<float>(comm.rank() + 1));
+  std::fill(out, out + count, -1.0f);
+  comm.allreduce(in, out, count, kolo::DataType::Float32, kolo::ReduceOp::Sum);
+  const float expected = static_cast<float>(comm.size() * (comm.size() + 1) / 2);
+  for (std::size_t i = 0; i < count; ++i) {
+    if (out[i] != expected) {
+      throw kolo::Error("wrong result at element " + std::to_string(i) + " of " + std::to_string(count) + ": " +
+                        std::to_string(out[i]) + " instead of " + std::to_string(expected));
+    }
+  }
+}
+
 void run_rank(int rank, const Config& config, const std::string& job_id) {
   auto comm = kolo::comm::make_shm_communicator(rank, config.ranks, job_id, {});
   const std::size_t es = kolo::element_size(config.dtype);
@@ -129,6 +146,7 @@ void run_rank(int rank, const Config& config, const std::string& job_id) {
     t0 = Clock::now();
     for (int i = 0; i < iters; ++i) once();
     double time = max_over_ranks(*comm, seconds_since(t0) / iters);
+    if (config.dtype == kolo::DataType::Float32 && config.op == kolo::ReduceOp::Sum) verify(*comm, send, recv, count);
     if (rank == 0) {
       double actual = static_cast<double>(count * es);
       double algbw = actual / time / 1e9;

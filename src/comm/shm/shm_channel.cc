@@ -26,11 +26,15 @@ using Clock = std::chrono::steady_clock;
 // A sleeping waiter wakes at least this often to check for abort, peer death and
 // the peer timeout, even when nobody wakes it.
 constexpr auto kSleepSlice = std::chrono::milliseconds(20);
-// How long a waiter spins before it sleeps: long enough to cover a peer that is
-// a few microseconds behind, short enough not to steal much from a peer that
-// shares our core.
+// How long a waiter polls before it sleeps: long enough to cover a peer that is
+// some microseconds behind. It polls with pause instructions for the first few
+// microseconds (a peer running on another core answers within them), then
+// yields the CPU between polls, because under load (other processes, or more
+// ranks than cores) the peer we wait for may be queued behind us for our CPU.
+// Without that, a poller sharing a CPU with its peer would burn its whole budget
+// on every step.
+constexpr auto kPureSpin = std::chrono::microseconds(5);
 constexpr auto kSpinBudget = std::chrono::microseconds(50);
-constexpr auto kOversubscribedSpinBudget = std::chrono::microseconds(10);
 
 // Wraparound-safe "value has reached target" for counters that only move forward
 // and are compared within a small window.
@@ -86,7 +90,7 @@ ShmChannel::ShmChannel(JoinedSegment segment, int rank, const CommunicatorOption
       options_(options),
       step_(segment.first_step) {
   oversubscribed_ = layout_.size > usable_cpus();
-  spin_budget_ = oversubscribed_ ? kOversubscribedSpinBudget : kSpinBudget;
+  spin_budget_ = kSpinBudget;
 }
 
 ShmChannel::~ShmChannel() {
@@ -149,10 +153,12 @@ bool ShmChannel::spin_until(const Counter& counter, std::uint32_t target) const 
   for (std::uint32_t i = 1;; ++i) {
     cpu_relax();
     if (reached(counter.value.load(std::memory_order_acquire), target)) return true;
-    if ((i & 63u) == 0) {
-      if (aborted_.load(std::memory_order_relaxed) || Clock::now() - start > spin_budget_) return false;
-      // More ranks than cores: the peer we wait for may need our core.
-      if (oversubscribed_) ::sched_yield();
+    if ((i & 15u) == 0) {
+      const auto spent = Clock::now() - start;
+      if (aborted_.load(std::memory_order_relaxed) || spent > spin_budget_) return false;
+      // A peer that has not answered within a few microseconds is probably not
+      // running right now: if it waits for a CPU, maybe ours, hand ours over.
+      if (oversubscribed_ || spent > kPureSpin) ::sched_yield();
     }
   }
 }
