@@ -112,6 +112,7 @@ std::byte* ShmChannel::slot(int rank) const {
 // ---- steps ---------------------------------------------------------------------------
 
 void ShmChannel::acquire_slot() {
+  mid_step_ = true;
   // The slot was last used two steps ago (step_ - 2); every rank must have
   // finished it, i.e. published consumed >= step_ - 1.
   const std::uint32_t target = step_ - 1;
@@ -121,7 +122,10 @@ void ShmChannel::acquire_slot() {
   }
 }
 
-void ShmChannel::post() { publish(control(rank_).posted, step_ + 1); }
+void ShmChannel::post() {
+  mid_step_ = true;
+  publish(control(rank_).posted, step_ + 1);
+}
 void ShmChannel::post_reduced() { publish(control(rank_).reduced, step_ + 1); }
 void ShmChannel::wait_posted(int peer) { wait_until(peer, control(peer).posted, step_ + 1); }
 void ShmChannel::wait_reduced(int peer) { wait_until(peer, control(peer).reduced, step_ + 1); }
@@ -129,6 +133,7 @@ void ShmChannel::wait_reduced(int peer) { wait_until(peer, control(peer).reduced
 void ShmChannel::finish_step() {
   publish(control(rank_).consumed, step_ + 1);
   ++step_;
+  mid_step_ = false;
 }
 
 // Dekker-style pairing with sleep_until: the publisher stores the value and then
