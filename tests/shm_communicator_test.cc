@@ -305,7 +305,7 @@ TEST(ShmCommunicator, LargeAllreduceWithDefaultSlots) {
       2,
       [](int rank) {
         auto comm = join_job();
-        const std::size_t count = 3'000'017;  // ~12 MB of float32, default area 4 MiB
+        const std::size_t count = 1'500'007;  // 6 MB of float32, more than the default area (4 MiB)
         Bytes in = make_input(DataType::Float32, count, rank, 5);
         Bytes out(in.size());
         comm->allreduce(in.data(), out.data(), count, DataType::Float32, ReduceOp::Sum);
