@@ -8,6 +8,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -28,6 +29,10 @@ class StoreClient {
   // listens) and authenticates with `secret`.
   static std::unique_ptr<StoreClient> connect(const std::string& host, int port, const std::string& secret,
                                               milliseconds timeout);
+  // Connects to the job's store as kolorun describes it: KOLO_STORE_ADDR
+  // ("host:port") and KOLO_SECRET. Throws InvalidArgumentError when either is
+  // missing or malformed.
+  static std::unique_ptr<StoreClient> connect_from_env(milliseconds timeout);
   virtual ~StoreClient() = default;
 
   virtual void set(const std::string& key, const Bytes& value) = 0;
@@ -43,12 +48,21 @@ class StoreClient {
   virtual void erase(const std::string& key) = 0;
 };
 
+// Limits a StoreServer enforces; the defaults suit a job, tests shorten them.
+struct StoreServerOptions {
+  // A connection that has not proved the secret by then is closed.
+  milliseconds handshake_timeout{10000};
+  // Connections beyond this are accepted and closed at once.
+  std::size_t max_connections = 4096;
+};
+
 // Runs on its own thread until destroyed. One malformed or unauthenticated client
 // only ever costs its own connection, which is closed and logged.
 class StoreServer {
  public:
   // Listens on `bind_host`:`port` (port 0 picks a free one).
-  StoreServer(std::string secret, const std::string& bind_host = "127.0.0.1", int port = 0);
+  StoreServer(std::string secret, const std::string& bind_host = "127.0.0.1", int port = 0,
+              StoreServerOptions options = {});
   ~StoreServer();
   StoreServer(const StoreServer&) = delete;
   StoreServer& operator=(const StoreServer&) = delete;
@@ -62,6 +76,14 @@ class StoreServer {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// A store's address as written in KOLO_STORE_ADDR: "host:port", or "[v6addr]:port".
+struct StoreAddress {
+  std::string host;
+  int port = 0;
+};
+// Throws InvalidArgumentError naming `text` when it is not such an address.
+StoreAddress parse_store_address(const std::string& text);
 
 // A random secret suitable for a job: 32 bytes from the kernel, hex-encoded.
 std::string make_secret();
