@@ -84,12 +84,11 @@ class RemoteSpawner {
     UniqueFd read_end(fds[0]), write_end(fds[1]);
     RankProcess process = start_process(local, ProcessStdio{read_end.get(), true});
     process.control = std::make_unique<RemoteControl>(std::move(write_end), encode_remote_spec(remote));
-    process.explain_exit = [ssh = access_.launcher_command.empty(), host = spec.host,
-                            path = access_.kolorun_path](int code) -> std::string {
-      if (ssh && code == 255) return "ssh's status for a failed or lost connection: is " + host + " reachable?";
-      if (code == 127) return "is kolorun installed as " + path + " on " + host + "?";
-      return "";
-    };
+    if (access_.launcher_command.empty()) {
+      process.explain_exit = [host = spec.host](int code) -> std::string {
+        return code == 255 ? "ssh's status for a failed or lost connection: is " + host + " reachable?" : "";
+      };
+    }
     return process;
   }
 
