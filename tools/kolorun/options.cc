@@ -192,7 +192,7 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& args) {
 }
 
 std::string help_text() {
-  return R"(usage: kolorun -np N [-H localhost:N] [options] PROGRAM [ARGS...]
+  return R"(usage: kolorun -np N [-H host:slots,... | --hostfile FILE] [options] PROGRAM [ARGS...]
 
 Starts N ranks of PROGRAM as one kolo job: runs the job's rendezvous store, gives
 every rank its KOLO_* environment, tags each output line with its rank, forwards
@@ -200,9 +200,27 @@ signals, and ends the whole job when one rank fails, exiting with that rank's co
 Everything after PROGRAM is passed to it untouched.
 
 options:
-  -np, --num-proc N     number of ranks (default: the slot count of -H)
-  -H, --hosts LIST      hosts and slots, e.g. localhost:4 (this host only for now:
-                        localhost, 127.0.0.1 or this machine's hostname)
+  -np, --num-proc N     number of ranks (default: every slot of the hosts)
+  -H, --hosts LIST      hosts and slots, e.g. localhost:4 or node1:4,node2:4;
+                        ranks fill the hosts in order
+  --hostfile FILE       hosts from a file: lines "host slots=N" ('#' comments)
+  -p, --ssh-port PORT   ssh port of the other hosts
+  -i, --ssh-identity-file FILE
+                        ssh key for the other hosts
+  --ssh-option OPTION   extra ssh option (as ssh -o OPTION), may be repeated
+  --launcher-command CMD
+                        start ranks on other hosts with CMD instead of ssh:
+                        words, "{host}" replaced by the host name, e.g.
+                        'ip netns exec {host}' (kolorun must be at the same path)
+  --network-interface IF
+                        the interface the other hosts reach this one on: the
+                        store listens on its IPv4 address; ranks get KOLO_IFACE
+  --host-timeout SECONDS
+                        a host silent this long counts as unreachable: the job
+                        ends and its ranks are killed there (default 20)
+  --mpi                 hand the job to Open MPI's mpirun (kolorun keeps the store)
+  --mpi-args ARGS       extra words for mpirun (with --mpi)
+  --gloo                accepted for horovodrun compatibility (the default)
   --verbose             print the launch plan and each rank's exit
   --no-tag-output       do not prefix output lines with [rank]<stdout>: / [rank]<stderr>:
   --timeout SECONDS     stop the whole job after this long (exit status 124)
@@ -214,7 +232,8 @@ options:
 
 exit status: 0 when every rank exits 0; the failed rank's exit code, or 128+signal
 when it was killed; 128+signal when kolorun itself is interrupted; 124 on --timeout;
-2 for a malformed command line; 126/127 when PROGRAM cannot be executed / found.
+2 for a malformed command line; 126/127 when PROGRAM cannot be executed / found;
+255 when ssh cannot reach a host.
 )";
 }
 
