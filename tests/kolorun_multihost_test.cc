@@ -530,7 +530,7 @@ TEST_F(KolorunSshTest, HostThatBecomesUnreachableEndsTheJobAndItsRankDies) {
 struct BadHosts {
   std::vector<std::string> args;
   std::string message;
-  std::string hostfile;  // written to a file whose path replaces "HOSTFILE" in args
+  std::string hostfile = "";  // written to a file whose path replaces "HOSTFILE" in args
 };
 
 class KolorunHostInput : public ::testing::TestWithParam<BadHosts> {};
