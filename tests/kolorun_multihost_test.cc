@@ -628,6 +628,21 @@ TEST_F(KolorunRemoteExec, SilenceFromKolorunKillsTheRemoteRankGroup) {
   EXPECT_NE(result.err.find("no word from kolorun for 1 s"), std::string::npos) << result.err;
 }
 
+TEST_F(KolorunRemoteExec, BlockedOutputDoesNotSilenceHeartbeats) {
+  // kolorun's stdout is a pipe nobody reads for 3 s (a pager, a stopped reader):
+  // kolorun blocks writing the ranks' output, yet the remote ends must keep
+  // hearing from it (host timeout 1 s).
+  std::string kolorun_command;
+  for (const auto& word : job({"--host-timeout", "1", "sh", "-c",
+                               "head -c 400000 /dev/zero | tr '\\0' x | fold -w 100; echo; sleep 2; echo done=$KOLO_RANK"}))
+    kolorun_command += "'" + word + "' ";
+  auto result = kolo::testing::run_command(
+      {"bash", "-c", "set -o pipefail; " + kolorun_command + "| (sleep 3; cat) | grep -c '<stdout>:done='"}, 20s);
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(result.out, "2\n") << result.err;
+  EXPECT_EQ(result.err.find("no word from kolorun"), std::string::npos) << result.err;
+}
+
 TEST_F(KolorunRemoteExec, SecondSignalKillsRemoteRanksThatIgnoreTheFirst) {
   std::string script = "trap '' TERM; sleep 100 & echo $$ $! > " + dir_.file("pids.") + "$KOLO_RANK; wait; wait";
   Subprocess kolorun(job({"sh", "-c", script}));

@@ -11,6 +11,7 @@
 #include <functional>
 #include <sstream>
 
+#include "heartbeat_sender.h"
 #include "output_relay.h"
 
 namespace kolorun {
@@ -50,7 +51,7 @@ struct RankState {
   bool running = false;
   UniqueFd pipes[2];
   std::unique_ptr<LineRelay> relays[2];
-  std::unique_ptr<RemoteControl> control;
+  std::shared_ptr<RemoteControl> control;
   std::function<std::string(int)> explain_exit;
 
   std::string who() const {
@@ -89,7 +90,8 @@ struct JobSupervisor::Impl {
   std::optional<int> exit_status;  // set by what first ended the job
   bool stopping = false;
   bool killed = false;
-  std::optional<Clock::time_point> job_deadline, kill_deadline, drain_deadline, remote_kill_deadline, next_heartbeat;
+  std::optional<Clock::time_point> job_deadline, kill_deadline, drain_deadline, remote_kill_deadline;
+  std::unique_ptr<HeartbeatSender> heartbeats;  // only when some rank is remote
 
   void report(const std::string& message) {
     err.append_line("kolorun: ", message);
@@ -143,6 +145,7 @@ struct JobSupervisor::Impl {
         state.pipes[kStdout] = std::move(process.stdout_pipe);
         state.pipes[kStderr] = std::move(process.stderr_pipe);
         state.control = std::move(process.control);
+        if (state.control && heartbeats) heartbeats->add(state.control);
         state.explain_exit = std::move(process.explain_exit);
       } catch (const LaunchError& e) {
         stop_job(e.exit_code(), SIGTERM, e.what());
@@ -250,11 +253,6 @@ struct JobSupervisor::Impl {
         if (r.running) ::kill(-r.pid, SIGKILL);
       remote_kill_deadline.reset();
     }
-    if (next_heartbeat && now >= *next_heartbeat) {
-      for (auto& r : ranks)
-        if (r.running && r.control) r.control->heartbeat();
-      next_heartbeat = now + settings.heartbeat_interval;
-    }
     if (!any_running() && !drain_deadline) drain_deadline = now + settings.output_drain;
     if (drain_deadline && now >= *drain_deadline) {
       for (auto& r : ranks)
@@ -272,7 +270,6 @@ struct JobSupervisor::Impl {
     consider(kill_deadline, !killed);
     consider(drain_deadline, true);
     consider(remote_kill_deadline, true);
-    consider(next_heartbeat, any_running());
     if (!next) return -1;
     auto wait = std::chrono::ceil<milliseconds>(*next - now).count();
     return static_cast<int>(std::clamp<long long>(wait, 0, 60'000));
@@ -301,7 +298,7 @@ struct JobSupervisor::Impl {
   int run(const std::vector<LaunchSpec>& specs) {
     if (settings.timeout) job_deadline = Clock::now() + *settings.timeout;
     for (const auto& spec : specs)
-      if (spec.remote) next_heartbeat = Clock::now() + settings.heartbeat_interval;
+      if (spec.remote && !heartbeats) heartbeats = std::make_unique<HeartbeatSender>(settings.heartbeat_interval);
     start_ranks(specs);
     while (any_running() || any_stream_open()) {
       poll_once();

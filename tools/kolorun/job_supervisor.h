@@ -10,12 +10,13 @@
 //  - --timeout passes: SIGTERM to every rank, status 124;
 //  - a rank's program cannot be executed: named, the others are stopped, status 127.
 // Remote ranks are signalled through their control channel (remote_control.h),
-// and hear a heartbeat every heartbeat_interval.
+// and hear a heartbeat every heartbeat_interval (from a thread of its own).
 // Ranks still running kill_grace after being asked to stop get SIGKILL. When a
 // rank's main process exits, whatever is left in its process group is killed, so
 // nothing outlives the job.
 //
-// Single-threaded: one poll loop over a signalfd and the ranks' output pipes.
+// One poll loop over a signalfd and the ranks' output pipes; the only other
+// thread sends remote ranks' heartbeats.
 #pragma once
 
 #include <chrono>

@@ -38,7 +38,7 @@ struct RankProcess {
   UniqueFd stdout_pipe;
   UniqueFd stderr_pipe;
   // Remote ranks: signals and heartbeats go through this instead of kill().
-  std::unique_ptr<RemoteControl> control;
+  std::shared_ptr<RemoteControl> control;
   // Extra words for an exit status that means more than the rank's own code
   // (ssh's 255); empty when there is nothing to add.
   std::function<std::string(int exit_code)> explain_exit;

@@ -1,8 +1,10 @@
 // kolorun's end of a remote rank's control channel (see remote_protocol.h): the
-// spec first, then heartbeats and signals. Writes never block the supervisor: what
-// the pipe cannot take now waits in an outbox and goes out on the next call.
+// spec first, then heartbeats and signals. Writes never block: what the pipe
+// cannot take now waits in an outbox and goes out on the next call. Thread-safe:
+// the supervisor signals while the heartbeat thread beats.
 #pragma once
 
+#include <mutex>
 #include <string>
 
 #include "unique_fd.h"
@@ -22,11 +24,13 @@ class RemoteControl {
   void send_signal(int sig);
   // Ends the channel (the remote side kills whatever is left).
   void close();
-  bool closed() const { return !pipe_.valid(); }
+  bool closed() const;
 
  private:
-  void flush();
+  void flush_locked();
+  void close_locked();
 
+  mutable std::mutex mutex_;
   UniqueFd pipe_;
   std::string outbox_;
 };

@@ -83,7 +83,7 @@ class RemoteSpawner {
     if (::pipe2(fds, O_CLOEXEC) != 0) throw LaunchError(system_error_text("cannot make a control pipe", errno), 1);
     UniqueFd read_end(fds[0]), write_end(fds[1]);
     RankProcess process = start_process(local, ProcessStdio{read_end.get(), true});
-    process.control = std::make_unique<RemoteControl>(std::move(write_end), encode_remote_spec(remote));
+    process.control = std::make_shared<RemoteControl>(std::move(write_end), encode_remote_spec(remote));
     if (access_.launcher_command.empty()) {
       process.explain_exit = [host = spec.host](int code) -> std::string {
         return code == 255 ? "ssh's status for a failed or lost connection: is " + host + " reachable?" : "";
