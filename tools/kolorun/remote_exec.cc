@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "kolo/error.h"
@@ -53,10 +54,10 @@ std::vector<std::string> merged_environment(const std::vector<std::string>& over
   return env;
 }
 
-std::string lookup(const std::vector<std::string>& env, const std::string& name) {
+std::optional<std::string> lookup(const std::vector<std::string>& env, const std::string& name) {
   for (const auto& entry : env)
     if (variable_name(entry) == name) return entry.substr(name.size() + 1);
-  return "";
+  return std::nullopt;
 }
 
 // Reads the spec from stdin; the control bytes that came with it are kept.
@@ -176,7 +177,7 @@ class RankWatch {
 int start_and_watch(const RemoteSpec& spec, const std::string& early_control, SignalChannel& signals) {
   std::vector<std::string> env = merged_environment(spec.env);
   // The rank's program is found through the PATH it will run with.
-  ::setenv("PATH", lookup(env, "PATH").c_str(), 1);
+  if (auto path = lookup(env, "PATH")) ::setenv("PATH", path->c_str(), 1);
   if (::chdir(spec.working_directory.c_str()) != 0) {
     say(spec.label, "cannot enter the working directory '" + spec.working_directory + "' on this host: " +
                         std::strerror(errno));
@@ -189,7 +190,7 @@ int start_and_watch(const RemoteSpec& spec, const std::string& early_control, Si
   UniqueFd dev_null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   try {
     launch.program_path = resolve_program(spec.argv.front());
-    HostJobLease lease(lookup(env, "KOLO_JOB_ID"));
+    HostJobLease lease(lookup(env, "KOLO_JOB_ID").value_or(""));
     RankProcess process = start_process(launch, ProcessStdio{dev_null.get(), false});
     return RankWatch(spec, process.pid, signals).run(early_control);
   } catch (const LaunchError& e) {
