@@ -700,4 +700,24 @@ TEST_F(KolorunMpi, FailingRankFailsTheJob) {
   EXPECT_LT(result.elapsed, 20s);
 }
 
+TEST_F(KolorunMpi, SecretIsNeverOnACommandLine) {
+  TempDir dir;
+  Subprocess kolorun({KOLORUN_PATH, "--mpi", "-np", "2", "sh", "-c",
+                      "echo $KOLO_SECRET > " + dir.file("secret.") + "$KOLO_RANK; sleep 1"});
+  std::string secret;
+  ASSERT_TRUE(wait_for(
+      [&] {
+        secret = read_file(dir.file("secret.1"));
+        return secret.size() > 1 && secret.back() == '\n';
+      },
+      30s));
+  secret.pop_back();
+  EXPECT_EQ(secret.size(), 64u);
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    std::string cmdline = read_file(entry.path() / "cmdline");
+    EXPECT_EQ(cmdline.find(secret), std::string::npos) << "the secret is on the command line of " << entry.path();
+  }
+  EXPECT_EQ(kolorun.wait(30s).exit_code, 0);
+}
+
 }  // namespace
