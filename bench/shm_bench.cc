@@ -36,7 +36,7 @@ struct Config {
   int ranks = 2;
   std::size_t min_bytes = 8;
   std::size_t max_bytes = std::size_t{256} << 20;
-  std::size_t factor = 4;
+  std::size_t factor = 2;
   kolo::DataType dtype = kolo::DataType::Float32;
   kolo::ReduceOp op = kolo::ReduceOp::Sum;
   double seconds_per_size = 0.3;  // target measuring time per size

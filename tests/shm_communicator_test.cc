@@ -200,7 +200,8 @@ void sweep_reduce_scatter(Communicator& comm) {
   Bytes in = make_input(DataType::Float32, 5000 * n, me, 77);
   Bytes full = reference_reduction(DataType::Float32, ReduceOp::Sum, 5000 * n, n, 77);
   comm.reduce_scatter(in.data(), in.data(), counts, DataType::Float32, ReduceOp::Sum);
-  EXPECT_TRUE(std::equal(in.begin(), in.begin() + 5000 * 4, full.begin() + me * 5000 * 4)) << "overlapping reduce_scatter";
+  EXPECT_TRUE(std::equal(in.begin(), in.begin() + 5000 * 4, full.begin() + me * 5000 * 4))
+      << "overlapping reduce_scatter";
 }
 
 std::vector<std::size_t> byte_sizes(std::size_t case_bytes, int n) {
@@ -274,7 +275,8 @@ void sweep_alltoall(Communicator& comm) {
     Bytes shared = send;
     shared.resize(std::max(send.size(), expected.size()));
     comm.alltoallv(shared.data(), send_sizes, shared.data(), recv_sizes);
-    ASSERT_TRUE(std::equal(expected.begin(), expected.end(), shared.begin())) << "in-place alltoallv bytes=" << case_bytes;
+    ASSERT_TRUE(std::equal(expected.begin(), expected.end(), shared.begin()))
+        << "in-place alltoallv bytes=" << case_bytes;
   }
 }
 

@@ -303,7 +303,9 @@ struct Stored {
 template <typename Codec>
 struct Half {
   template <typename Op>
-  KOLO_INLINE static void run(void* d, const void* const* s, int n, std::size_t c) { reduce_half<Codec, Op>(d, s, n, c); }
+  KOLO_INLINE static void run(void* d, const void* const* s, int n, std::size_t c) {
+    reduce_half<Codec, Op>(d, s, n, c);
+  }
 };
 
 template <typename Kernel>

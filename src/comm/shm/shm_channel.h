@@ -77,7 +77,7 @@ class ShmChannel {
   CommunicatorOptions options_;
   std::uint32_t step_;
   std::chrono::nanoseconds spin_budget_;
-  bool oversubscribed_;  // more ranks than usable CPUs: yield from the first poll  // more ranks than usable CPUs: yield from the first poll
+  bool oversubscribed_;  // more ranks than usable CPUs: yield from the first poll
   const char* operation_ = "setup";
   bool mid_step_ = false;
 
