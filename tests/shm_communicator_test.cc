@@ -45,7 +45,7 @@ constexpr std::size_t kTestSmallBytes = 4 << 10;
 testing::SpawnOptions shm_spawn_options(std::map<std::string, std::string> env = {}) {
   testing::SpawnOptions options;
   options.use_store = false;
-  options.timeout = std::chrono::seconds(60);
+  options.timeout = std::chrono::seconds(300);
   options.env = std::move(env);
   return options;
 }

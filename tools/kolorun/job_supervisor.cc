@@ -6,12 +6,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <cerrno>
 #include <cstring>
 #include <functional>
 #include <sstream>
 
 #include "heartbeat_sender.h"
+#include "flight_report.h"
 #include "output_relay.h"
 
 namespace kolorun {
@@ -91,6 +94,9 @@ struct JobSupervisor::Impl {
   bool stopping = false;
   bool killed = false;
   std::optional<Clock::time_point> job_deadline, kill_deadline, drain_deadline, remote_kill_deadline;
+  // Between asking the ranks for their flight records and reading them.
+  std::optional<Clock::time_point> flight_deadline;
+  bool stop_after_flight = false;  // stop the job once the records are in
   std::unique_ptr<HeartbeatSender> heartbeats;  // only when some rank is remote
 
   void report(const std::string& message) {
@@ -122,6 +128,44 @@ struct JobSupervisor::Impl {
       stopping = true;
       kill_deadline = Clock::now() + settings.kill_grace;
     }
+  }
+
+  // A failure or timeout: with a flight recorder, ask every rank for its record
+  // first and stop the job once they had time to write it.
+  void stop_job_after_records(int status, const std::string& message) {
+    if (settings.flight_dir.empty()) {
+      stop_job(status, SIGTERM, message);
+      return;
+    }
+    if (!exit_status) exit_status = status;
+    report(message);
+    if (!flight_deadline) request_records();
+    stop_after_flight = true;
+  }
+
+  // SIGUSR1 goes to each process whose kolo engine announced itself with a pid
+  // file, and only if it belongs to one of our ranks' process groups; the rest of
+  // a rank's group (a wrapper script, say) would die of it.
+  void request_records() {
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(settings.flight_dir, ec)) {
+      if (entry.path().extension() != ".pid") continue;
+      std::ifstream in(entry.path());
+      pid_t pid = 0;
+      if (!(in >> pid) || pid <= 0) continue;
+      pid_t group = ::getpgid(pid);
+      for (const auto& r : ranks) {
+        if (r.running && !r.control && group == r.pid) ::kill(pid, SIGUSR1);
+      }
+    }
+    flight_deadline = Clock::now() + settings.flight_wait;
+  }
+
+  void records_are_in() {
+    flight_deadline.reset();
+    report("flight recorder (" + settings.flight_dir + "):\n" +
+           kolo::flight::report_for_directory(settings.flight_dir, settings.size));
+    if (stop_after_flight) stop_job(*exit_status, SIGTERM, "");
   }
 
   void kill_remaining() {
@@ -173,8 +217,8 @@ struct JobSupervisor::Impl {
     }
     std::string text = r.event(how);
     bool failed = code != 0;
-    if (failed && !stopping) {
-      stop_job(code, SIGTERM, text);
+    if (failed && !stopping && !stop_after_flight) {
+      stop_job_after_records(code, text);
     } else if (settings.verbose) {
       report(text);
     }
@@ -200,6 +244,11 @@ struct JobSupervisor::Impl {
     for (int sig : signals.drain()) {
       if (sig == SIGCHLD) {
         reap_exited();
+      } else if (sig == SIGUSR1) {
+        if (!settings.flight_dir.empty() && !flight_deadline) {
+          report("received SIGUSR1; asking every rank for its flight record");
+          request_records();
+        }
       } else if (stopping) {
         report(std::string("received SIG") + ::sigabbrev_np(sig) + " again; killing every rank now");
         signal_running(SIGKILL);
@@ -243,10 +292,11 @@ struct JobSupervisor::Impl {
   }
 
   void check_deadlines(Clock::time_point now) {
-    if (job_deadline && !stopping && now >= *job_deadline) {
-      stop_job(kExitTimeout, SIGTERM,
-               "the job did not finish within " + seconds_text(*settings.timeout) + " (--timeout); stopping it");
+    if (job_deadline && !stopping && !stop_after_flight && now >= *job_deadline) {
+      stop_job_after_records(kExitTimeout, "the job did not finish within " + seconds_text(*settings.timeout) +
+                                                " (--timeout); stopping it");
     }
+    if (flight_deadline && now >= *flight_deadline) records_are_in();
     if (kill_deadline && !killed && now >= *kill_deadline) kill_remaining();
     if (remote_kill_deadline && now >= *remote_kill_deadline) {
       for (auto& r : ranks)
@@ -270,6 +320,7 @@ struct JobSupervisor::Impl {
     consider(kill_deadline, !killed);
     consider(drain_deadline, true);
     consider(remote_kill_deadline, true);
+    consider(flight_deadline, true);
     if (!next) return -1;
     auto wait = std::chrono::ceil<milliseconds>(*next - now).count();
     return static_cast<int>(std::clamp<long long>(wait, 0, 60'000));
@@ -304,6 +355,8 @@ struct JobSupervisor::Impl {
       poll_once();
       check_deadlines(Clock::now());
     }
+    // Every rank ended before the records were due: whatever was written is in.
+    if (flight_deadline) records_are_in();
     out.flush();
     err.flush();
     return exit_status.value_or(0);

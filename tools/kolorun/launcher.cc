@@ -1,5 +1,8 @@
 #include "launcher.h"
 
+#include <cstdlib>
+#include <filesystem>
+
 #include <algorithm>
 #include <iostream>
 #include <optional>
@@ -138,16 +141,28 @@ int run_launcher(const std::vector<std::string>& args) {
   ShmJanitor janitor(job.job_id);
   job.secret = kolo::store::make_secret();
   job.network_interface = options.network_interface;
+  // Flight records go where the user said, or to a directory of this job's.
+  const char* user_flight_dir = std::getenv("KOLO_FLIGHT_RECORDER_DIR");
+  job.flight_dir = user_flight_dir && *user_flight_dir ? user_flight_dir : "/tmp/kolo-flight-" + job.job_id;
   kolo::store::StoreServer store(job.secret, endpoint.address, 0);
   job.store_addr = endpoint.address + ":" + std::to_string(store.port());
   if (options.mpi) return run_mpi(options, plan, job, signals, endpoint.reason);
 
-  JobSupervisor supervisor(*spawner, signals, supervisor_settings(options));
+  SupervisorSettings settings = supervisor_settings(options);
+  settings.flight_dir = job.flight_dir;
+  settings.size = plan.size;
+  JobSupervisor supervisor(*spawner, signals, settings);
   if (options.verbose) {
     supervisor.report("job " + job.job_id + ": " + program_path + ", store at " + job.store_addr + " (" +
                       endpoint.reason + "), " + plan.describe());
   }
-  return supervisor.run(make_launch_specs(plan, program_path, options.command, job));
+  int status = supervisor.run(make_launch_specs(plan, program_path, options.command, job));
+  // A successful job's records (if SIGUSR1 asked for any) are of no further use.
+  if (status == 0 && !user_flight_dir) {
+    std::error_code ec;
+    std::filesystem::remove_all(job.flight_dir, ec);
+  }
+  return status;
 }
 
 }  // namespace kolorun

@@ -50,6 +50,7 @@ std::vector<std::string> make_rank_environment(const std::vector<std::string>& b
       {"KOLO_SECRET", job.secret},
   };
   if (!job.network_interface.empty()) kolo_vars.emplace_back("KOLO_IFACE", job.network_interface);
+  if (!job.flight_dir.empty()) kolo_vars.emplace_back("KOLO_FLIGHT_RECORDER_DIR", job.flight_dir);
   auto set_by_kolorun = [&](const std::string& entry) {
     auto name = entry.substr(0, entry.find('='));
     for (const auto& [var, value] : kolo_vars)

@@ -15,6 +15,7 @@ struct JobIdentity {
   std::string store_addr;  // host:port of the rendezvous store
   std::string secret;      // proves membership to the store; environment only
   std::string network_interface;  // --network-interface, passed on as KOLO_IFACE
+  std::string flight_dir;  // KOLO_FLIGHT_RECORDER_DIR for every rank
 };
 
 // A fresh random job id: 16 hex characters from the kernel's random source.
