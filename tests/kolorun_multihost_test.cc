@@ -35,16 +35,12 @@ namespace fs = std::filesystem;
 using kolo::testing::NetnsHosts;
 using kolo::testing::NetnsOptions;
 using kolo::testing::Subprocess;
+using kolo::testing::lines_of;
+using kolo::testing::process_alive;
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 using Fields = std::map<std::string, std::string>;
 
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> lines;
-  std::stringstream stream(text);
-  for (std::string line; std::getline(stream, line);) lines.push_back(line);
-  return lines;
-}
 
 // "[3]<stdout>:rank=3 size=4 ..." lines -> rank -> {key: value}.
 std::map<int, Fields> rank_reports(const std::string& out) {
@@ -70,13 +66,6 @@ const char kReportScript[] =
     "cross=$KOLO_CROSS_RANK/$KOLO_CROSS_SIZE host=$KOLO_HOSTNAME ns=$(ip netns identify) iface=$KOLO_IFACE "
     "store=$KOLO_STORE_ADDR secret_length=${#KOLO_SECRET} job=$KOLO_JOB_ID cwd=$(pwd) reach=$reach";
 
-bool process_alive(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string content;
-  if (!std::getline(stat, content)) return false;
-  auto paren = content.rfind(')');
-  return paren != std::string::npos && paren + 2 < content.size() && content[paren + 2] != 'Z';
-}
 
 std::string read_file(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);

@@ -38,19 +38,12 @@ using namespace std::chrono_literals;
 using kolo::testing::KolorunProcess;
 using kolo::testing::lines_of;
 using kolo::testing::RunResult;
+using kolo::testing::process_alive;
 
 RunResult run_kolorun(const std::vector<std::string>& args, std::chrono::milliseconds timeout = 10s) {
   return kolo::testing::run_kolorun_at(KOLORUN_PATH, args, timeout);
 }
 
-// A live process (a zombie counts as gone: it runs nothing).
-bool process_alive(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string content;
-  if (!std::getline(stat, content)) return false;
-  auto paren = content.rfind(')');
-  return paren != std::string::npos && paren + 2 < content.size() && content[paren + 2] != 'Z';
-}
 
 bool wait_until_gone(pid_t pid, std::chrono::milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
