@@ -7,6 +7,11 @@
 #include "kolo/error.h"
 
 namespace kolo::env {
+namespace {
+
+constexpr double kMaxSeconds = 1e9;  // about 31 years, as kolorun's --timeout
+
+}  // namespace
 
 std::optional<std::string> get(const char* name) {
   const char* value = std::getenv(name);
@@ -29,7 +34,10 @@ std::int64_t parse_int(const std::string& text, const std::string& what) {
   else if (suffix == "M" || suffix == "m") multiplier = 1024 * 1024;
   else if (suffix == "G" || suffix == "g") multiplier = 1024LL * 1024 * 1024;
   else if (!suffix.empty()) throw InvalidArgumentError(what + ": '" + text + "' is not an integer");
-  return static_cast<std::int64_t>(value) * multiplier;
+  std::int64_t result = 0;
+  if (__builtin_mul_overflow(static_cast<std::int64_t>(value), multiplier, &result))
+    throw InvalidArgumentError(what + ": '" + text + "' is out of range");
+  return result;
 }
 
 double parse_double(const std::string& text, const std::string& what) {
@@ -62,6 +70,8 @@ std::chrono::milliseconds get_seconds(const char* name, std::chrono::millisecond
   if (!value) return fallback;
   double seconds = parse_double(*value, name);
   if (seconds < 0) throw InvalidArgumentError(std::string(name) + ": must not be negative");
+  // Past this the milliseconds would not fit an int64 (the conversion is undefined).
+  if (seconds > kMaxSeconds) throw InvalidArgumentError(std::string(name) + ": must be at most 1e9 seconds");
   return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000.0));
 }
 

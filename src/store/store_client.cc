@@ -11,6 +11,7 @@
 #include "kolo/error.h"
 #include "net/socket.h"
 #include "store/store.h"
+#include "store/store_messages.h"
 #include "store/store_protocol.h"
 
 namespace kolo::store {
@@ -45,19 +46,6 @@ void check_keys(const std::vector<std::string>& keys) {
   for (const auto& key : keys) check_key(key);
 }
 
-wire::Writer start_request(proto::Opcode op) {
-  wire::Writer w;
-  w.bytes().reserve(64);  // also keeps GCC 12 from a false -Wstringop-overflow on the first insert
-  w.put<std::uint32_t>(0);  // length, filled in by send
-  w.put(op);
-  return w;
-}
-
-void put_keys(wire::Writer& w, const std::vector<std::string>& keys) {
-  w.put<std::uint32_t>(static_cast<std::uint32_t>(keys.size()));
-  for (const auto& key : keys) w.put_string(key);
-}
-
 class TcpStoreClient final : public StoreClient {
  public:
   TcpStoreClient(net::Fd fd, std::string where) : fd_(std::move(fd)), where_(std::move(where)) {}
@@ -68,45 +56,32 @@ class TcpStoreClient final : public StoreClient {
       throw InvalidArgumentError("store value of " + std::to_string(value.size()) + " bytes for key '" + key +
                                  "' exceeds the limit of " + std::to_string(proto::kMaxValue) + " bytes");
     }
-    wire::Writer w = start_request(proto::Opcode::Set);
-    w.put_string(key);
-    w.put_bytes(value);
-    expect_ok(call(std::move(w), 0), "set");
+    expect_ok(call({.op = proto::Opcode::Set, .keys = {key}, .value = value}, 0), "set");
   }
 
   Bytes get(const std::string& key, milliseconds timeout) override {
     check_key(key);
-    wire::Writer w = start_request(proto::Opcode::Get);
-    w.put_string(key);
-    w.put(to_wire_timeout(timeout));
-    Reply reply = call(std::move(w), to_wire_timeout(timeout));
+    const std::uint32_t timeout_ms = to_wire_timeout(timeout);
+    Reply reply = call({.op = proto::Opcode::Get, .keys = {key}, .timeout_ms = timeout_ms}, timeout_ms);
     if (reply.status == proto::Status::Timeout) {
       throw TimeoutError("store get: key '" + key + "' did not appear within " + std::to_string(timeout.count()) +
                          " ms");
     }
     expect_ok(reply, "get");
-    return parse(reply, [](wire::Reader& r) {
-      auto value = r.get_bytes(proto::kMaxValue);
-      return Bytes(value.begin(), value.end());
-    });
+    return parse(reply, proto::reply_value);
   }
 
   std::int64_t add(const std::string& key, std::int64_t delta) override {
     check_key(key);
-    wire::Writer w = start_request(proto::Opcode::Add);
-    w.put_string(key);
-    w.put(delta);
-    Reply reply = call(std::move(w), 0);
+    Reply reply = call({.op = proto::Opcode::Add, .keys = {key}, .delta = delta}, 0);
     expect_ok(reply, "add");
-    return parse(reply, [](wire::Reader& r) { return r.get<std::int64_t>(); });
+    return parse(reply, proto::reply_integer);
   }
 
   void wait(const std::vector<std::string>& keys, milliseconds timeout) override {
     check_keys(keys);
-    wire::Writer w = start_request(proto::Opcode::Wait);
-    put_keys(w, keys);
-    w.put(to_wire_timeout(timeout));
-    Reply reply = call(std::move(w), to_wire_timeout(timeout));
+    const std::uint32_t timeout_ms = to_wire_timeout(timeout);
+    Reply reply = call({.op = proto::Opcode::Wait, .keys = keys, .timeout_ms = timeout_ms}, timeout_ms);
     if (reply.status == proto::Status::Timeout) {
       throw TimeoutError("store wait: " + std::to_string(keys.size()) + " key(s)" +
                          (keys.empty() ? std::string() : " starting with '" + keys.front() + "'") +
@@ -117,35 +92,26 @@ class TcpStoreClient final : public StoreClient {
 
   bool check(const std::vector<std::string>& keys) override {
     check_keys(keys);
-    wire::Writer w = start_request(proto::Opcode::Check);
-    put_keys(w, keys);
-    Reply reply = call(std::move(w), 0);
+    Reply reply = call({.op = proto::Opcode::Check, .keys = keys}, 0);
     expect_ok(reply, "check");
-    return parse(reply, [](wire::Reader& r) { return r.get<std::uint8_t>() != 0; });
+    return parse(reply, proto::reply_flag);
   }
 
   void erase(const std::string& key) override {
     check_key(key);
-    wire::Writer w = start_request(proto::Opcode::Delete);
-    w.put_string(key);
-    Reply reply = call(std::move(w), 0);
+    Reply reply = call({.op = proto::Opcode::Delete, .keys = {key}}, 0);
     expect_ok(reply, "erase");
-    parse(reply, [](wire::Reader& r) { return r.get<std::uint8_t>(); });
+    parse(reply, proto::reply_flag);
   }
 
  private:
-  struct Reply {
-    proto::Status status;
-    std::vector<std::uint8_t> payload;  // after the status byte
-  };
+  using Reply = proto::Reply;
 
   // Sends one request and reads its reply. `server_wait_ms` is how long the server
   // may legitimately hold the request before answering.
-  Reply call(wire::Writer request, std::uint32_t server_wait_ms) {
+  Reply call(const proto::Request& request, std::uint32_t server_wait_ms) {
     const milliseconds reply_within = milliseconds(server_wait_ms) + kReplyGrace;
-    std::vector<std::uint8_t>& bytes = request.bytes();
-    const auto length = static_cast<std::uint32_t>(bytes.size() - 4);
-    std::memcpy(bytes.data(), &length, sizeof(length));
+    const std::vector<std::uint8_t> bytes = proto::encode_request_frame(request);
 
     std::lock_guard lock(mutex_);
     if (broken_) throw PeerFailureError(-1, "the kolo store connection to " + where_ + " failed earlier: " + broken_why_);
@@ -159,12 +125,9 @@ class TcpStoreClient final : public StoreClient {
       }
       std::vector<std::uint8_t> payload(reply_length);
       net::read_exact(fd_.get(), payload.data(), payload.size(), deadline);
-      const auto status = static_cast<proto::Status>(payload[0]);
-      if (status != proto::Status::Ok && status != proto::Status::Timeout && status != proto::Status::Error) {
-        fail("the store sent an unknown status " + std::to_string(payload[0]));
-      }
-      payload.erase(payload.begin());
-      return Reply{status, std::move(payload)};
+      return proto::parse_reply(payload);
+    } catch (const wire::WireError& e) {
+      fail("the kolo store at " + where_ + " sent a malformed reply: " + e.what());
     } catch (const net::SocketError& e) {
       if (e.kind() == net::SocketError::Kind::Closed) {
         fail("the kolo store at " + where_ + " closed the connection (did kolorun or the store exit?)");
@@ -187,20 +150,17 @@ class TcpStoreClient final : public StoreClient {
   void expect_ok(const Reply& reply, const char* what) {
     if (reply.status == proto::Status::Ok) return;
     if (reply.status == proto::Status::Error) {
-      std::string message = parse(reply, [](wire::Reader& r) { return r.get_string(proto::kMaxFrame); });
+      std::string message = parse(reply, proto::reply_error_message);
       throw InvalidArgumentError(message);
     }
     std::lock_guard lock(mutex_);
     fail(std::string("the kolo store answered a ") + what + " request with an unexpected status");
   }
 
-  template <typename Parse>
-  std::invoke_result_t<Parse, wire::Reader&> parse(const Reply& reply, Parse&& parse_fields) {
+  template <typename Result>
+  Result parse(const Reply& reply, Result (*parse_fields)(const Reply&)) {
     try {
-      wire::Reader r(reply.payload);
-      auto result = parse_fields(r);
-      r.expect_done();
-      return result;
+      return parse_fields(reply);
     } catch (const wire::WireError& e) {
       std::lock_guard lock(mutex_);
       fail("the kolo store at " + where_ + " sent a malformed reply: " + e.what());

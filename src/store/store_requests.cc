@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "common/hmac.h"
+#include "store/store_messages.h"
 #include "store/store_server_impl.h"
 
 namespace kolo::store {
@@ -17,14 +18,6 @@ wire::Writer start_reply(proto::Status status) {
   w.put<std::uint32_t>(0);
   w.put(status);
   return w;
-}
-
-std::vector<std::string> read_keys(wire::Reader& r) {
-  std::uint32_t n = r.get_count(proto::kMaxKeysPerRequest, proto::kMinKeyBytes);
-  std::vector<std::string> keys;
-  keys.reserve(n);
-  for (std::uint32_t i = 0; i < n; ++i) keys.push_back(r.get_string(proto::kMaxKey));
-  return keys;
 }
 
 }  // namespace
@@ -44,34 +37,28 @@ void StoreServer::Impl::check_handshake(Connection& c) {
 }
 
 void StoreServer::Impl::handle_request(Connection& c, std::span<const std::uint8_t> payload) {
-  wire::Reader r(payload);
-  const auto opcode = r.get<std::uint8_t>();
-  switch (static_cast<proto::Opcode>(opcode)) {
+  // parse_request gives SET, GET, ADD and DELETE exactly one key.
+  proto::Request request = proto::parse_request(payload);
+  switch (request.op) {
     case proto::Opcode::Set: {
-      std::string key = r.get_string(proto::kMaxKey);
-      auto value = r.get_bytes(proto::kMaxValue);
-      r.expect_done();
-      auto woken = table_.set(key, StoreTable::Bytes(value.begin(), value.end()));
+      const std::string& key = request.keys.front();
+      auto woken = table_.set(key, std::move(request.value));
       queue_reply(c, start_reply(proto::Status::Ok));
       return wake(woken);
     }
     case proto::Opcode::Get: {
-      std::string key = r.get_string(proto::kMaxKey);
-      const auto timeout_ms = r.get<std::uint32_t>();
-      r.expect_done();
+      const std::string& key = request.keys.front();
       if (const auto* value = table_.find(key)) {
         wire::Writer reply = start_reply(proto::Status::Ok);
         reply.put_bytes(*value);
         return queue_reply(c, std::move(reply));
       }
-      return park(c, proto::Opcode::Get, {std::move(key)}, timeout_ms);
+      return park(c, proto::Opcode::Get, std::move(request.keys), request.timeout_ms);
     }
     case proto::Opcode::Add: {
-      std::string key = r.get_string(proto::kMaxKey);
-      const auto delta = r.get<std::int64_t>();
-      r.expect_done();
+      const std::string& key = request.keys.front();
       std::vector<StoreTable::WaiterId> woken;
-      auto result = table_.add(key, delta, woken);
+      auto result = table_.add(key, request.delta, woken);
       if (!result) {
         wire::Writer reply = start_reply(proto::Status::Error);
         reply.put_string("store add: the value at key '" + key + "' is not an 8-byte integer");
@@ -82,28 +69,20 @@ void StoreServer::Impl::handle_request(Connection& c, std::span<const std::uint8
       queue_reply(c, std::move(reply));
       return wake(woken);
     }
-    case proto::Opcode::Wait: {
-      std::vector<std::string> keys = read_keys(r);
-      const auto timeout_ms = r.get<std::uint32_t>();
-      r.expect_done();
-      return park(c, proto::Opcode::Wait, std::move(keys), timeout_ms);
-    }
+    case proto::Opcode::Wait:
+      return park(c, proto::Opcode::Wait, std::move(request.keys), request.timeout_ms);
     case proto::Opcode::Check: {
-      std::vector<std::string> keys = read_keys(r);
-      r.expect_done();
       wire::Writer reply = start_reply(proto::Status::Ok);
-      reply.put<std::uint8_t>(table_.contains_all(keys) ? 1 : 0);
+      reply.put<std::uint8_t>(table_.contains_all(request.keys) ? 1 : 0);
       return queue_reply(c, std::move(reply));
     }
     case proto::Opcode::Delete: {
-      std::string key = r.get_string(proto::kMaxKey);
-      r.expect_done();
+      const std::string& key = request.keys.front();
       wire::Writer reply = start_reply(proto::Status::Ok);
       reply.put<std::uint8_t>(table_.erase(key) ? 1 : 0);
       return queue_reply(c, std::move(reply));
     }
   }
-  throw wire::WireError("unknown opcode " + std::to_string(opcode));
 }
 
 void StoreServer::Impl::park(Connection& c, proto::Opcode op, std::vector<std::string> keys,

@@ -21,17 +21,11 @@
 #include "kolo/error.h"
 #include "net/socket.h"
 #include "store/random_bytes.h"
+#include "store/store_messages.h"
 
 namespace kolo::store {
-namespace {
 
 using namespace server_detail;
-
-std::uint32_t read_le32(const std::uint8_t* p) {
-  return std::uint32_t{p[0]} | (std::uint32_t{p[1]} << 8) | (std::uint32_t{p[2]} << 16) | (std::uint32_t{p[3]} << 24);
-}
-
-}  // namespace
 
 StoreServer::Impl::Impl(std::string secret, const std::string& bind_host, int port, StoreServerOptions options)
     : secret_(std::move(secret)), options_(options) {
@@ -183,16 +177,10 @@ void StoreServer::Impl::process_input(Connection& c) {
         check_handshake(c);
         continue;
       }
-      if (c.pending_input() < 4) break;
-      const std::uint32_t length = read_le32(c.unread().data());
-      if (length > proto::kMaxFrame) {
-        throw wire::WireError("frame of " + std::to_string(length) + " bytes exceeds the limit of " +
-                              std::to_string(proto::kMaxFrame));
-      }
-      if (c.pending_input() < 4 + std::size_t{length}) break;
-      auto payload = c.unread().subspan(4, length);
-      c.input_start += 4 + length;
-      handle_request(c, payload);
+      const auto payload = proto::front_frame(c.unread());
+      if (!payload) break;
+      c.input_start += 4 + payload->size();
+      handle_request(c, *payload);
     }
     if (c.pending_input() == 0) compact_input(c);
   } catch (const wire::WireError& e) {

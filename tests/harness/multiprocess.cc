@@ -104,6 +104,12 @@ std::vector<RankOutcome> spawn_ranks(int size, const std::function<void(int rank
     pids[r] = pid;
   }
 
+  if (options.on_started) {
+    StartedJob started{job_id, store_addr, {}};
+    started.pids.assign(pids.begin(), pids.end());
+    options.on_started(started);
+  }
+
   const auto deadline = Clock::now() + options.timeout;
   std::optional<Clock::time_point> kill_at;
   int running = 0;

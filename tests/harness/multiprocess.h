@@ -17,6 +17,14 @@
 
 namespace kolo::testing {
 
+// What the parent knows of a job it started, for tests that act on the job from
+// outside (signals to a rank, traffic to the store) or look for leftovers.
+struct StartedJob {
+  std::string job_id;
+  std::string store_addr;  // "127.0.0.1:port"; empty without a store
+  std::vector<int> pids;   // by rank
+};
+
 struct SpawnOptions {
   std::chrono::seconds timeout{120};
   // Start a rendezvous store in the parent and point the ranks at it.
@@ -25,6 +33,10 @@ struct SpawnOptions {
   std::map<std::string, std::string> env;
   // After one rank fails, how long the others may take to finish on their own.
   std::chrono::milliseconds grace{3000};
+  // Called in the parent once every rank is forked, before it waits for them. The
+  // ranks are reaped only after it returns: keep it short, or hand longer work to
+  // a thread that the test joins after the job.
+  std::function<void(const StartedJob&)> on_started{};
 };
 
 struct RankOutcome {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -38,19 +39,35 @@ std::string seconds(double s) {
 
 bool pending(const Op& op) { return op.state == "negotiating" || op.state == "executing"; }
 
+// Bounds for the integers of a record, so that no conversion overflows and no
+// loop over ranks runs away: more ranks than any job has, timestamps (steady
+// clock microseconds) small enough that their differences fit.
+constexpr std::int64_t kMaxRank = 1 << 20;
+constexpr std::int64_t kMaxMicroseconds = std::int64_t{1} << 62;
+
+// nlohmann's get<int>() of 1e300 is undefined and of 2^40 wraps: check first.
+std::int64_t integer_at(const nlohmann::json& j, const char* key, std::int64_t max) {
+  const auto& v = j.at(key);
+  const bool in_range = v.is_number_unsigned() ? v.get<std::uint64_t>() <= static_cast<std::uint64_t>(max)
+                                               : v.is_number_integer() && v.get<std::int64_t>() >= 0 &&
+                                                     v.get<std::int64_t>() <= max;
+  if (!in_range) throw std::runtime_error(std::string("'") + key + "' is not an integer from 0 to " + std::to_string(max));
+  return v.get<std::int64_t>();
+}
+
 RankRecord parse(const std::string& text) {
   auto j = nlohmann::json::parse(text);
   RankRecord r;
-  r.rank = j.at("rank").get<int>();
+  r.rank = static_cast<int>(integer_at(j, "rank", kMaxRank));
   r.reason = j.value("reason", "");
-  const auto now = j.at("now_us").get<std::int64_t>();
+  const auto now = integer_at(j, "now_us", kMaxMicroseconds);
   for (const auto& rec : j.at("records")) {
     Op op;
-    op.seq = rec.at("seq").get<std::uint64_t>();
+    op.seq = static_cast<std::uint64_t>(integer_at(rec, "seq", std::numeric_limits<std::int64_t>::max()));
     op.name = rec.at("name").get<std::string>();
     op.op = rec.at("op").get<std::string>();
     op.state = rec.at("state").get<std::string>();
-    op.age_s = static_cast<double>(now - rec.at("submitted_us").get<std::int64_t>()) / 1e6;
+    op.age_s = static_cast<double>(now - integer_at(rec, "submitted_us", kMaxMicroseconds)) / 1e6;
     r.ops.push_back(std::move(op));
   }
   return r;
@@ -108,7 +125,8 @@ std::string report_for_records(const std::vector<std::string>& rank_json, int si
   for (const auto& [name, waiting] : pending_on) {
     std::vector<int> behind;
     for (const auto& [r, rec] : ranks) {
-      bool seen = std::any_of(rec.ops.begin(), rec.ops.end(), [&](const Op& o) { return o.name == name; });
+      // An init-capture: clang before 16 cannot capture a structured binding.
+      bool seen = std::any_of(rec.ops.begin(), rec.ops.end(), [&wanted = name](const Op& o) { return o.name == wanted; });
       if (!seen) behind.push_back(r);
     }
     if (behind.empty()) {

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Builds kolo under sanitizers and runs its tests there; fails on any report.
+#
+#   scripts/test-sanitizers.sh [asan] [tsan]      (default: both)
+#
+# asan: AddressSanitizer + UndefinedBehaviorSanitizer (+ LeakSanitizer) into
+#       build-asan/, then every kolo_tests suite.
+# tsan: ThreadSanitizer into build-tsan/, then the suites of the engine, the
+#       communicators, the store and the diagnostics, whose threads are the point.
+#
+# KOLO_JOBS sets the build parallelism (default 2). Both use the default compiler.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+[[ $# -gt 0 ]] || set -- asan tsan
+jobs=${KOLO_JOBS:-2}
+common=(-DKOLO_WITH_TORCH=OFF -DKOLO_BUILD_EXAMPLES=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo)
+
+# Any report ends the process with a failure: UBSan is also compiled not to recover.
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+export ASAN_OPTIONS=detect_leaks=1:check_initialization_order=1:strict_init_order=1
+# die_after_fork=0: the test harness (tests/harness/multiprocess.cc) forks its
+# ranks from a parent whose rendezvous-store thread is running, and the ranks go
+# on running kolo without exec. TSan's default kills such children, because a lock
+# another thread held at fork() could deadlock them; that risk is the harness's
+# with or without TSan (TSan locks its own state around fork()), so the children
+# are let run as they do in the normal test run.
+export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:die_after_fork=0
+
+# ctest names are Suite.Test (or Prefix/Suite.Test/Param for parameterized ones).
+tsan_suites='EngineBehaviour|CollectivesSweep|CollectiveErrors|ShmCommunicator|StallInspector|Timeline|FlightRecorder|Store[A-Za-z]*|Failure'
+
+build() {  # dir sanitizers
+  local started=$SECONDS
+  cmake -S . -B "$1" "${common[@]}" "-DKOLO_SANITIZE=$2" -DCMAKE_CXX_FLAGS=-fno-sanitize-recover=undefined >/dev/null
+  cmake --build "$1" -j"$jobs" --target kolo_tests
+  echo "test-sanitizers: built $1 in $((SECONDS - started)) s"
+}
+
+for run in "$@"; do
+  case "$run" in
+    asan)
+      build build-asan "address;undefined"
+      started=$SECONDS
+      # InstallAndFindPackage builds an outside project against the install, which
+      # would need the sanitizer runtime too; the normal test run covers it.
+      ctest --test-dir build-asan -j2 --output-on-failure --timeout 900 -E '^InstallAndFindPackage$'
+      echo "test-sanitizers: asan+ubsan tests passed in $((SECONDS - started)) s"
+      ;;
+    tsan)
+      build build-tsan thread
+      started=$SECONDS
+      ctest --test-dir build-tsan -j2 --output-on-failure --timeout 900 -R "^([A-Za-z]+/)?($tsan_suites)\\."
+      echo "test-sanitizers: tsan tests passed in $((SECONDS - started)) s"
+      ;;
+    *)
+      echo "test-sanitizers: unknown run '$run' (asan or tsan)" >&2
+      exit 2
+      ;;
+  esac
+done
