@@ -382,6 +382,42 @@ TEST_F(KolorunTest, SigtermToKolorunStopsEveryRank) { expect_stops_on_signal(dir
 
 TEST_F(KolorunTest, SigintToKolorunStopsEveryRank) { expect_stops_on_signal(dir_, SIGINT); }
 
+TEST_F(KolorunTest, SecondSignalKillsAtOnce) {
+  // The rank ignores SIGTERM and the grace is long: only the second signal ends it.
+  KolorunProcess process({"--kill-grace", "30", "-np", "1", "sh", "-c",
+                          "trap '' TERM; echo $$ > " + path("rank") + "; while :; do sleep 0.05; done"});
+  auto pid = wait_for_line(path("rank"), 5s);
+  ASSERT_TRUE(pid.has_value());
+  kill(process.pid(), SIGTERM);
+  std::this_thread::sleep_for(200ms);
+  EXPECT_TRUE(process_alive(std::stoi(*pid)));
+  kill(process.pid(), SIGTERM);
+  auto result = process.wait(10s);
+  EXPECT_FALSE(result.timed_out);
+  EXPECT_EQ(result.exit_code, 128 + SIGTERM) << result.err;
+  EXPECT_LT(result.elapsed, 5s);
+  EXPECT_NE(result.err.find("received SIGTERM again; killing every rank now"), std::string::npos) << result.err;
+  EXPECT_TRUE(wait_until_gone(std::stoi(*pid), 2s));
+}
+
+TEST_F(KolorunTest, RanksDieWhenKolorunIsKilled) {
+  // SIGKILL leaves kolorun no chance to clean up: the ranks' death signal does it.
+  KolorunProcess process({"-np", "2", "sh", "-c", "echo $$ > " + path("rank.") + "$KOLO_RANK; exec sleep 60"});
+  ASSERT_TRUE(wait_for_line(path("rank.0"), 5s).has_value());
+  ASSERT_TRUE(wait_for_line(path("rank.1"), 5s).has_value());
+  kill(process.pid(), SIGKILL);
+  auto result = process.wait(10s);
+  EXPECT_EQ(result.signal, SIGKILL);
+  for (pid_t pid : read_pids(dir_, "rank.")) EXPECT_TRUE(wait_until_gone(pid, 2s)) << "rank " << pid << " survived";
+}
+
+TEST_F(KolorunTest, RanksInheritNoSocketOfKolorun) {
+  // The store's listening socket and connections stay in kolorun.
+  auto result = run_kolorun({"-np", "2", "sh", "-c", "ls -l /proc/$$/fd | grep -c socket: || true"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(result.out, result.out.find("[0]") == 0 ? "[0]<stdout>:0\n[1]<stdout>:0\n" : "[1]<stdout>:0\n[0]<stdout>:0\n");
+}
+
 TEST_F(KolorunTest, RankIgnoringSigtermIsKilledAfterTheGrace) {
   // Rank 0 ignores SIGTERM (and so does its sleep, which inherits that).
   std::string body = "if [ $KOLO_RANK = 0 ]; then trap '' TERM; sleep 60 & echo $! > " + path("stubborn") +

@@ -8,7 +8,7 @@
 #include <mutex>
 
 #include "api/topology.h"
-#include "comm/shm/shm_communicator.h"
+#include "api/communicator_choice.h"
 #include "common/env.h"
 #include "common/logging.h"
 #include "kolo/error.h"
@@ -67,17 +67,6 @@ std::unique_ptr<store::StoreClient> rendezvous(const Topology& t, int generation
   return client;
 }
 
-std::unique_ptr<comm::Communicator> make_communicator(const Topology& t, int generation) {
-  if (t.size == 1) return comm::make_self_communicator();
-  if (t.local_size != t.size)
-    throw InvalidArgumentError("this job spans " + std::to_string(t.cross_size) +
-                               " hosts, but kolo's TCP communicator is not available yet; run on one host");
-  comm::CommunicatorOptions options;
-  options.peer_timeout = env::get_seconds("KOLO_PEER_TIMEOUT", options.peer_timeout);
-  options.connect_timeout = env::get_seconds("KOLO_START_TIMEOUT", options.connect_timeout);
-  return comm::make_shm_communicator(t.rank, t.size, t.job_id + "-" + std::to_string(generation), options);
-}
-
 void shutdown_at_exit() { kolo::shutdown(); }
 
 }  // namespace
@@ -100,7 +89,7 @@ void init() {
   const int generation = g_generation++;
   auto start_timeout = env::get_seconds("KOLO_START_TIMEOUT", std::chrono::seconds(30));
   if (!t.store_addr.empty()) session->store = rendezvous(t, generation, start_timeout);
-  session->engine = std::make_shared<engine::Engine>(make_communicator(t, generation), engine::EngineConfig::from_env());
+  session->engine = std::make_shared<engine::Engine>(make_communicator(t, generation, session->store.get()), engine::EngineConfig::from_env());
   g_session = std::move(session);
   static std::once_flag at_exit;
   std::call_once(at_exit, [] { std::atexit(shutdown_at_exit); });

@@ -13,6 +13,12 @@ struct EngineConfig {
   std::chrono::microseconds cycle_time{1000};
   // KOLO_CACHE_CAPACITY: responses kept for the steady-state fast path (0 disables it).
   std::size_t cache_capacity = 1024;
+  // KOLO_STALL_CHECK_TIME (seconds, 0 disables): rank 0 warns about operations
+  // some ranks have waited on this long while others never submitted them.
+  std::chrono::milliseconds stall_check_time{60000};
+  // KOLO_STALL_SHUTDOWN_TIME (seconds, 0 = never): past this, the job stops with
+  // an error naming the rank that is behind.
+  std::chrono::milliseconds stall_shutdown_time{0};
 
   static EngineConfig from_env();
 };

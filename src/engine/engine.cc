@@ -20,6 +20,7 @@
 #include "common/logging.h"
 #include "common/wire.h"
 #include "engine/fusion.h"
+#include "engine/stall_inspector.h"
 #include "kolo/error.h"
 
 namespace kolo::engine {
@@ -30,7 +31,8 @@ constexpr std::size_t kNoUncached = 0;  // 1 if this rank has nothing for the co
 constexpr std::size_t kNoShutdown = 1;  // 1 if this rank is not shutting down
 constexpr std::size_t kNotJoined = 2;   // 1 if this rank has not joined
 constexpr std::size_t kBusy = 3;        // 1 if this rank has operations pending
-constexpr std::size_t kHeader = 4;      // then `slots` ready bits, then `slots` valid bits
+constexpr std::size_t kNoStallCheck = 4;  // 0 when rank 0 asks for a stall report
+constexpr std::size_t kHeader = 5;      // then `slots` ready bits, then `slots` valid bits
 
 std::exception_ptr error_for(const Response& response) {
   if (response.error_kind == ErrorKind::Mismatch) return std::make_exception_ptr(MismatchError(response.error));
@@ -62,7 +64,9 @@ void Engine::submit(std::vector<Entry> entries) {
       throw InvalidArgumentError("an operation named '" + e.request.name +
                                  "' is already in flight on this rank; wait for it or use another name");
   }
+  const auto now = std::chrono::steady_clock::now();
   for (auto& e : entries) {
+    e.submitted_at = now;
     in_flight_.insert(e.request.name);
     queue_.push_back(std::move(e));
   }
@@ -162,6 +166,7 @@ bool Engine::run_cycle() {
   agree[kNoShutdown] = !shutting_down;
   agree[kNotJoined] = !joined_;
   agree[kBusy] = !entries_.empty();
+  agree[kNoStallCheck] = !stall_check_due();
   for (const auto& [bit, name] : cached_pending_) agree[kHeader + bit] = 1;
   std::fill(agree.begin() + kHeader + slots, agree.end(), 1);
   for (auto bit : invalidate_) agree[kHeader + slots + bit] = 0;
@@ -169,6 +174,7 @@ bool Engine::run_cycle() {
   comm_->allreduce(agree.data(), agree.data(), agree.size(), DataType::UInt8, ReduceOp::Min);
 
   if (!agree[kNoShutdown]) return false;
+  if (!agree[kNoStallCheck]) inspect_stalls();
   const bool any_joined = !agree[kNotJoined];
   bool coordinate_now = !agree[kNoUncached] || any_joined;
 
@@ -286,6 +292,56 @@ void Engine::requeue_evicted() {
     else uncached_.push_back(entries_.at(name).request);
   }
   cached_pending_ = std::move(kept);
+}
+
+bool Engine::stall_check_due() {
+  if (rank_ != 0 || config_.stall_check_time.count() == 0) return false;
+  // Check several times per threshold so that a stall is reported soon after it
+  // crosses it, but never more often than every 100 ms.
+  auto interval = std::clamp(config_.stall_check_time / 4, std::chrono::milliseconds(100),
+                             std::chrono::milliseconds(10000));
+  auto now = std::chrono::steady_clock::now();
+  if (now - last_stall_check_ < interval) return false;
+  last_stall_check_ = now;
+  return true;
+}
+
+void Engine::inspect_stalls() {
+  PendingReport mine;
+  mine.joined = joined_;
+  const auto now = std::chrono::steady_clock::now();
+  for (const auto& [name, e] : entries_) {
+    if (e.request.op == OpType::Join) continue;  // waiting for slower ranks to join is normal
+    auto age = std::chrono::duration_cast<std::chrono::milliseconds>(now - e.submitted_at).count();
+    mine.pending.emplace_back(name, age);
+  }
+  const auto bytes = encode_report(mine);
+  std::uint64_t my_len = bytes.size();
+  std::vector<std::uint64_t> lens(size_);
+  std::vector<std::size_t> eight(size_, sizeof(std::uint64_t));
+  comm_->allgatherv(&my_len, sizeof my_len, lens.data(), eight);
+  std::vector<std::size_t> lengths(lens.begin(), lens.end());
+  std::size_t total = 0;
+  for (auto l : lengths) total += l;
+  std::vector<std::uint8_t> all(total);
+  comm_->allgatherv(bytes.data(), bytes.size(), all.data(), lengths);
+
+  std::vector<PendingReport> reports;
+  std::size_t offset = 0;
+  for (int r = 0; r < size_; ++r) {
+    try {
+      reports.push_back(decode_report(std::span(all.data() + offset, lengths[r])));
+    } catch (const wire::WireError& e) {
+      throw PeerFailureError(r, "rank " + std::to_string(r) + " sent a malformed stall report: " + e.what());
+    }
+    offset += lengths[r];
+  }
+  for (const auto& stall : find_stalls(reports, config_.stall_check_time)) {
+    if (rank_ == 0) KOLO_LOG(Warning, "stall: " + describe(stall));
+    if (config_.stall_shutdown_time.count() > 0 && stall.waited_ms >= config_.stall_shutdown_time.count())
+      throw PeerFailureError(stall.missing.front(), "kolo stopped the job after a stall (KOLO_STALL_SHUTDOWN_TIME): " +
+                                                        describe(stall));
+  }
 }
 
 }  // namespace kolo::engine

@@ -55,6 +55,8 @@ class Engine {
   void complete(const std::string& name, std::exception_ptr error);
   void fail_everything(std::exception_ptr error);
   void requeue_evicted();
+  bool stall_check_due();
+  void inspect_stalls();
 
   const int rank_;
   const int size_;
@@ -76,6 +78,7 @@ class Engine {
   std::vector<std::uint32_t> invalidate_;   // cache bits this rank found stale
   bool joined_ = false;
   bool stalled_ = false;  // every rank had work and nothing progressed last cycle
+  std::chrono::steady_clock::time_point last_stall_check_ = std::chrono::steady_clock::now();
   ResponseCache cache_;
   Coordinator coordinator_;  // used on rank 0 only
   Executor executor_;
