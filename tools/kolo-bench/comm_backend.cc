@@ -2,23 +2,17 @@
 
 #include <vector>
 
+#include "api/communicator_choice.h"
 #include "api/topology.h"
-#include "comm/shm/shm_communicator.h"
-#include "common/env.h"
 #include "kolo/error.h"
 #include "kolo_types.h"
 
 namespace kolo::bench {
 
 std::unique_ptr<comm::Communicator> make_bench_communicator() {
-  const Topology t = topology_from_env();
-  if (t.size == 1) return comm::make_self_communicator();
-  if (t.local_size != t.size)
-    throw InvalidArgumentError("kolo-bench --mode comm measures the shared-memory communicator: run it on one host");
-  comm::CommunicatorOptions options;
-  options.peer_timeout = env::get_seconds("KOLO_PEER_TIMEOUT", options.peer_timeout);
-  options.connect_timeout = env::get_seconds("KOLO_START_TIMEOUT", options.connect_timeout);
-  return comm::make_shm_communicator(t.rank, t.size, t.job_id + "-bench", options);
+  Topology t = topology_from_env();
+  t.job_id += "-bench";
+  return make_communicator(t, 0, nullptr);
 }
 
 CommBackend::CommBackend(std::unique_ptr<comm::Communicator> comm) : comm_(std::move(comm)) {}

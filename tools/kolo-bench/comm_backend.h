@@ -11,8 +11,8 @@
 namespace kolo::bench {
 
 // Builds the communicator init() would (shm for a job on one host, self for one
-// rank) from the environment kolorun sets, under its own shared-memory name
-// (KOLO_JOB_ID + "-bench"), so that it never meets the engine's.
+// rank) from the environment kolorun sets, under its own job id
+// (KOLO_JOB_ID + "-bench"), so that its shared memory never meets the engine's.
 std::unique_ptr<comm::Communicator> make_bench_communicator();
 
 class CommBackend : public Backend {

@@ -1,5 +1,6 @@
 #include "training_step.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -11,7 +12,7 @@
 #include "comm_backend.h"
 #include "core/report.h"
 #include "kolo/kolo.h"
-#include "resnet50_layers.h"
+#include "core/resnet50_layers.h"
 
 namespace kolo::bench {
 namespace {
@@ -62,7 +63,15 @@ Tensor whole(std::vector<float>& v) { return make_tensor(v.data(), static_cast<s
 // Gradients live in separate allocations, as a model's parameters do.
 class ResNet50Step {
  public:
-  ResNet50Step() : params_(resnet50_parameters()) {
+  // `max_bytes` below the model's size shrinks every tensor by one factor (at least
+  // one element each), keeping the count and order of tensors: quick runs and tests.
+  explicit ResNet50Step(std::size_t max_bytes) : params_(resnet50_parameters()) {
+    std::size_t full = 0;
+    for (const auto& p : params_) full += p.numel * sizeof(float);
+    if (full > max_bytes) {
+      const std::size_t divisor = (full + max_bytes - 1) / max_bytes;
+      for (auto& p : params_) p.numel = std::max<std::size_t>(1, p.numel / divisor);
+    }
     const auto start_value = static_cast<float>(kolo::rank() + 1);
     for (const auto& p : params_) {
       grads_.emplace_back(p.numel, start_value);
@@ -157,7 +166,7 @@ void print_json(std::ostream& out, const BenchOptions& o, const ResNet50Step& st
 
 int run_training_step(const BenchOptions& o, std::ostream& out) {
   if (o.type != ElemType::Float32) throw UsageError("--mode step runs float32 gradients only");
-  ResNet50Step step;
+  ResNet50Step step(o.max_bytes);
   const int n = kolo::size();
   const double bytes = static_cast<double>(step.total_params() * sizeof(float));
   auto variant = [&](std::string name, std::size_t tensors, const Stats& s) {
