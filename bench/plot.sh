@@ -74,6 +74,7 @@ set y2label 'scaling efficiency'
 set yrange [0:*]
 set y2range [0:1.2]
 set y2tics 0.2
+set offsets 0, 0, graph 0.12, 0
 set ytics nomirror
 plot for [i=2:$ncol:2] '$training' using i:xtic(1) title columnheader(i), \
      for [i=3:$ncol:2] '$training' using (\$0):i axes x1y2 with linespoints linewidth 2 pointsize 1 title columnheader(i)
