@@ -94,10 +94,9 @@ def find_programs(args):
 
 
 def run_one(program, n, sizes, args):
-    """Runs `program` for the sizes [lo, hi]; returns its parsed JSON or None."""
-    flags = ["--op", args.op, "--min-bytes", str(sizes[0]), "--max-bytes", str(sizes[-1]),
-             "--step-factor", str(args.step_factor), "--warmup", str(args.warmup), "--iters", str(args.iters),
-             "--budget-bytes", str(args.budget_bytes), "--json"]
+    """Runs `program` for `sizes`; returns its parsed JSON or None."""
+    flags = ["--op", args.op, "--sizes", ",".join(str(b) for b in sizes), "--warmup", str(args.warmup),
+             "--iters", str(args.iters), "--budget-bytes", str(args.budget_bytes), "--json"]
     if args.check:
         flags.append("--check")
     argv = program.argv_for(n) + flags
@@ -114,7 +113,7 @@ def run_one(program, n, sizes, args):
 
 
 def collect(programs, args):
-    sizes = sweep_sizes(args.min_bytes, args.max_bytes, args.step_factor)
+    sizes = args.sizes or sweep_sizes(args.min_bytes, args.max_bytes, args.step_factor)
     chunks = [sizes[i:i + args.sizes_per_run] for i in range(0, len(sizes), args.sizes_per_run)]
     rows, raw = [], []
     for n in args.ranks:
@@ -214,6 +213,7 @@ def main():
     ap.add_argument("--op", default="allreduce",
                     choices=["allreduce", "allgather", "broadcast", "alltoall", "reducescatter"])
     ap.add_argument("--ranks", default="2,4", help="comma-separated rank counts (2,4)")
+    ap.add_argument("--sizes", default="", help="comma-separated sizes (e.g. 8,4K,64M) instead of the sweep below")
     ap.add_argument("--min-bytes", default="8")
     ap.add_argument("--max-bytes", default="256M")
     ap.add_argument("--step-factor", type=float, default=2.0)
@@ -232,6 +232,7 @@ def main():
     ap.add_argument("--verbose", action="store_true")
     args = ap.parse_args()
     args.ranks = [int(x) for x in args.ranks.split(",")]
+    args.sizes = [parse_bytes(x) for x in args.sizes.split(",")] if args.sizes else []
     args.min_bytes = parse_bytes(args.min_bytes)
     args.max_bytes = parse_bytes(args.max_bytes)
     args.budget_bytes = parse_bytes(args.budget_bytes)

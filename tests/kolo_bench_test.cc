@@ -62,6 +62,18 @@ TEST(KoloBenchCore, SizesThatRoundAlikeAppearOnce) {
   EXPECT_EQ(points[1].bytes, 16u);
 }
 
+TEST(KoloBenchCore, ExplicitSizesReplaceTheSweep) {
+  auto o = options_from({"--sizes", "8,4K,64M", "--min-bytes", "1M"});
+  auto points = plan_sizes(o, 2);
+  ASSERT_EQ(points.size(), 3u);
+  EXPECT_EQ(points[0].bytes, 8u);
+  EXPECT_EQ(points[1].bytes, 4096u);
+  EXPECT_EQ(points[2].bytes, 64u << 20);
+  EXPECT_THROW(options_from({"--sizes", "4K,8"}), UsageError);
+  EXPECT_THROW(options_from({"--sizes", "8,,16"}), UsageError);
+  EXPECT_THROW(options_from({"--sizes", "0"}), UsageError);
+}
+
 TEST(KoloBenchCore, BudgetCutsIterationsOfLargeSizesOnly) {
   auto o = options_from({"--min-bytes", "1K", "--max-bytes", "64M", "--step-factor", "16", "--iters", "20",
                          "--warmup", "4", "--budget-bytes", "128M"});

@@ -1,10 +1,9 @@
 #include "bench_options.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <cstdint>
 #include <cstdlib>
-#include <map>
 
 namespace kolo::bench {
 namespace {
@@ -38,6 +37,16 @@ const std::vector<CommonFlag>& common_flags() {
        [](BenchOptions& o, const std::string& f, const std::string& v) { o.min_bytes = parse_byte_size(v, f); }},
       {"--max-bytes", "BYTES", "largest size (256M)",
        [](BenchOptions& o, const std::string& f, const std::string& v) { o.max_bytes = parse_byte_size(v, f); }},
+      {"--sizes", "LIST", "exactly these sizes, ascending, comma-separated (e.g. 8,4K,64M)",
+       [](BenchOptions& o, const std::string& f, const std::string& v) {
+         o.sizes.clear();
+         std::size_t start = 0;
+         while (start <= v.size()) {
+           const std::size_t comma = std::min(v.find(',', start), v.size());
+           o.sizes.push_back(parse_byte_size(v.substr(start, comma - start), f));
+           start = comma + 1;
+         }
+       }},
       {"--step-factor", "F", "each size is the previous one times F (2)",
        [](BenchOptions& o, const std::string& f, const std::string& v) {
          char* end = nullptr;
@@ -76,6 +85,10 @@ const std::vector<CommonFlag>& common_flags() {
 
 void validate(const BenchOptions& o) {
   if (o.min_bytes == 0) throw UsageError("--min-bytes must be at least 1");
+  for (std::size_t i = 0; i < o.sizes.size(); ++i) {
+    if (o.sizes[i] == 0) throw UsageError("--sizes must be at least 1 byte each");
+    if (i > 0 && o.sizes[i] <= o.sizes[i - 1]) throw UsageError("--sizes must be in ascending order");
+  }
   if (o.min_bytes > o.max_bytes) throw UsageError("--min-bytes is larger than --max-bytes");
   if (o.in_place && o.collective != Collective::Allreduce)
     throw UsageError("--in-place applies to allreduce only (broadcast is always in place)");

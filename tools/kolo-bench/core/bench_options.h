@@ -18,6 +18,8 @@ struct BenchOptions {
   std::size_t max_bytes = std::size_t{256} << 20;
   // Each size is the previous one times this (nccl-tests' -f).
   double step_factor = 2.0;
+  // When given, exactly these sizes (ascending) instead of min/max/step.
+  std::vector<std::size_t> sizes;
   ElemType type = ElemType::Float32;
   ReduceKind reduce = ReduceKind::Sum;
   // Allreduce only: the result overwrites the input.

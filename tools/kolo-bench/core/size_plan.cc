@@ -53,13 +53,19 @@ std::vector<SizePoint> plan_sizes(const BenchOptions& options, int nranks) {
   std::vector<SizePoint> points;
   const std::size_t elem = elem_size(options.type);
   const auto n = static_cast<std::size_t>(std::max(nranks, 1));
+  auto add = [&](std::size_t bytes) {
+    SizePoint p = shape_for(bytes, options.collective, elem, n);
+    if (!points.empty() && points.back().bytes == p.bytes) return;
+    apply_budget(p, options);
+    points.push_back(p);
+  };
+  if (!options.sizes.empty()) {
+    for (auto bytes : options.sizes) add(bytes);
+    return points;
+  }
   std::size_t bytes = options.min_bytes;
   while (bytes <= options.max_bytes) {
-    SizePoint p = shape_for(bytes, options.collective, elem, n);
-    if (points.empty() || points.back().bytes != p.bytes) {
-      apply_budget(p, options);
-      points.push_back(p);
-    }
+    add(bytes);
     const auto next = static_cast<double>(bytes) * options.step_factor;
     bytes = next >= static_cast<double>(options.max_bytes) + 1 ? options.max_bytes + 1
                                                                  : std::max(bytes + 1, static_cast<std::size_t>(next));

@@ -22,6 +22,7 @@ struct SizePoint {
 // Sizes from min_bytes to max_bytes growing by step_factor, each rounded down to a
 // whole number of elements (and of per-rank blocks where the op splits the vector),
 // at least one element per block; sizes that round to the same bytes appear once.
+// options.sizes, when given, replaces the geometric sweep.
 std::vector<SizePoint> plan_sizes(const BenchOptions& options, int nranks);
 
 }  // namespace kolo::bench
