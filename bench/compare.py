@@ -112,6 +112,14 @@ def run_one(program, n, sizes, args):
     return json.loads(lines[-1])
 
 
+def rows_of(run, op):
+    """The flat rows (one per size) of one program launch."""
+    return [{"op": op, "ranks": run["ranks"], "program": run["program"], "round": run["round"],
+             "bytes": r["bytes"], "time_us": r["time_us"], "median_us": r["median_us"], "min_us": r["min_us"],
+             "algbw_gbps": r["algbw_gbps"], "busbw_gbps": r["busbw_gbps"], "wrong": r["wrong"]}
+            for r in run["result"]["results"]]
+
+
 def collect(programs, args):
     sizes = args.sizes or sweep_sizes(args.min_bytes, args.max_bytes, args.step_factor)
     chunks = [sizes[i:i + args.sizes_per_run] for i in range(0, len(sizes), args.sizes_per_run)]
@@ -127,11 +135,7 @@ def collect(programs, args):
                     if result is None:
                         continue
                     raw.append({"program": program.name, "ranks": n, "round": round_index, "result": result})
-                    for r in result["results"]:
-                        rows.append({"op": args.op, "ranks": n, "program": program.name, "round": round_index,
-                                     "bytes": r["bytes"], "time_us": r["time_us"], "median_us": r["median_us"],
-                                     "min_us": r["min_us"], "algbw_gbps": r["algbw_gbps"],
-                                     "busbw_gbps": r["busbw_gbps"], "wrong": r["wrong"]})
+                    rows += rows_of(raw[-1], args.op)
                     if args.verbose:
                         print(f"# {program.name} n={n} {chunk[0]}..{chunk[-1]} B in {time.time() - started:.1f} s",
                               file=sys.stderr)
@@ -152,13 +156,14 @@ def summarize(rows, programs, args):
         cell = table.setdefault(r["ranks"], {}).setdefault(r["bytes"], {})
         bw = busbw_of(r, args.stat, args.op, r["ranks"])
         t = r["time_us"] if args.stat == "mean" else r[f"{args.stat}_us"]
-        # Several rounds: keep the median round per program (robust to one bad round).
         cell.setdefault(r["program"], []).append((bw, t))
+    # Several rounds: the best round (least disturbed by other load on the machine),
+    # or the median round.
     for sizes in table.values():
         for cell in sizes.values():
             for name, samples in cell.items():
                 samples.sort()
-                cell[name] = samples[len(samples) // 2]
+                cell[name] = samples[-1] if args.pick == "best" else samples[len(samples) // 2]
     return table
 
 
@@ -167,8 +172,8 @@ def print_tables(table, programs, args):
     peers = [n for n in names if n not in KOLO_PROGRAMS]
     kolos = [n for n in names if n in KOLO_PROGRAMS]
     for n, sizes in sorted(table.items()):
-        print(f"\n## {args.op}, {n} ranks: busbw (GB/s) from the {args.stat} iteration time; "
-              f"ratio = kolo / best peer")
+        print(f"\n## {args.op}, {n} ranks: busbw (GB/s) from the {args.stat} iteration time "
+              f"({args.pick} of {args.rounds} round(s)); ratio = kolo / best peer")
         head = f"{'bytes':>11} " + " ".join(f"{x:>10}" for x in names) + f" {'best peer':>10}"
         head += "".join(f" {k + '/best':>15}" for k in kolos)
         print(head)
@@ -222,14 +227,17 @@ def main():
     ap.add_argument("--budget-bytes", default="1G", help="cap iters x size per size (1G)")
     ap.add_argument("--sizes-per-run", type=int, default=4, help="sizes per program launch (4)")
     ap.add_argument("--rounds", type=int, default=1, help="repeat the whole interleaved sweep (1)")
-    ap.add_argument("--stat", default="median", choices=["mean", "median", "min"],
-                    help="iteration-time statistic for the ratios (median: robust to other load)")
+    ap.add_argument("--stat", default="mean", choices=["mean", "median", "min"],
+                    help="iteration-time statistic (mean: nccl-tests; median resists load spikes; min is one rank's luckiest call, not a latency)")
     ap.add_argument("--programs", default="kolo-comm,kolo-api,mpi-shm,mpi-tcp,gloo-ring,gloo-hd")
     ap.add_argument("--gloo-algorithms", default="ring,halving-doubling")
+    ap.add_argument("--pick", default="best", choices=["best", "median"],
+                    help="with several --rounds: each program's best round per size, or its median round (best)")
     ap.add_argument("--check", action="store_true", help="also verify every result")
     ap.add_argument("--timeout", type=int, default=600, help="seconds per program launch (600)")
     ap.add_argument("--out", default="bench/results")
     ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--from-json", help="re-summarize a compare-<op>.json written earlier instead of running")
     args = ap.parse_args()
     args.ranks = [int(x) for x in args.ranks.split(",")]
     args.sizes = [parse_bytes(x) for x in args.sizes.split(",")] if args.sizes else []
@@ -237,9 +245,20 @@ def main():
     args.max_bytes = parse_bytes(args.max_bytes)
     args.budget_bytes = parse_bytes(args.budget_bytes)
 
-    programs = find_programs(args)
-    print("# programs: " + ", ".join(p.name for p in programs), file=sys.stderr)
-    rows, raw = collect(programs, args)
+    if args.from_json:
+        # Summarize saved results again (another --stat), without running anything.
+        with open(args.from_json) as f:
+            saved = json.load(f)
+        args.op = saved["op"]
+        raw = saved["runs"]
+        args.rounds = 1 + max(run["round"] for run in raw)
+        rows = [row for run in raw for row in rows_of(run, args.op)]
+        names = list(dict.fromkeys(run["program"] for run in raw))
+        programs = [Program(name, None) for name in names]
+    else:
+        programs = find_programs(args)
+        print("# programs: " + ", ".join(p.name for p in programs), file=sys.stderr)
+        rows, raw = collect(programs, args)
     if not rows:
         sys.exit("compare.py: no program produced results")
     table = summarize(rows, programs, args)
