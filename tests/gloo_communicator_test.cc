@@ -67,7 +67,10 @@ struct Member {
 Member join(CommunicatorOptions options = {}, GlooNetwork network = {}) {
   Member m;
   m.store = connect_store();
-  GlooGroup group{env_int("KOLO_RANK"), env_int("KOLO_SIZE"), "gloo-test/"};
+  GlooGroup group;
+  group.rank = env_int("KOLO_RANK");
+  group.size = env_int("KOLO_SIZE");
+  group.key_prefix = "gloo-test/";
   m.comm = make_gloo_communicator(group, *m.store, network, options);
   return m;
 }
@@ -317,7 +320,10 @@ TEST(GlooCommunicator, BindsToTheAddressGivenByKoloHostAddr) {
 TEST(GlooCommunicator, UnusableAddressIsAClearError) {
   testing::run_ranks(2, [](int) {
     auto store = connect_store();
-    GlooGroup group{env_int("KOLO_RANK"), 2, "bad-iface/"};
+    GlooGroup group;
+    group.rank = env_int("KOLO_RANK");
+    group.size = 2;
+    group.key_prefix = "bad-iface/";
     GlooNetwork network;
     network.iface = "kolo-no-such-if0";
     try {
@@ -351,7 +357,7 @@ TEST(GlooCommunicator, RankThatNeverComesIsATimeout) {
     CommunicatorOptions options;
     options.connect_timeout = 1s;
     auto start = Clock::now();
-    EXPECT_THROW(make_gloo_communicator({0, 2, "never/"}, *store, {}, options), TimeoutError);
+    EXPECT_THROW(make_gloo_communicator(GlooGroup{0, 2, "never/", {}, {}}, *store, {}, options), TimeoutError);
     EXPECT_LT(Clock::now() - start, 10s);
   });
 }
@@ -395,6 +401,11 @@ TEST(GlooCommunicator, KilledPeerIsNamedOnEveryRank) {
         raise(SIGKILL);
       }
       expect_failure_named(*m.comm, victim, count);
+      // Stay alive until every survivor has its error: nobody may learn of the
+      // failure from a peer process exiting.
+      m.store->add("caught", 1);
+      auto start = Clock::now();
+      while (m.store->add("caught", 0) < 3 && Clock::now() - start < 15s) std::this_thread::sleep_for(10ms);
     }, gloo_options());
     expect_survivors_passed(outcomes, victim);
   }

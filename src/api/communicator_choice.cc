@@ -46,10 +46,16 @@ store::StoreClient& require_store(store::StoreClient* store, const char* what) {
 }
 
 std::string generation_prefix(int generation) { return "comm/" + std::to_string(generation) + "/"; }
+// One failure verdict for every communicator of the job generation.
+std::string verdict_prefix(int generation) { return generation_prefix(generation) + "failure/"; }
 
-std::unique_ptr<comm::Communicator> make_flat_gloo(const Topology& t, int generation, store::StoreClient* store,
-                                                   const comm::CommunicatorOptions& options) {
-  comm::GlooGroup group{t.rank, t.size, generation_prefix(generation) + "gloo/world/"};
+std::unique_ptr<comm::GlooCommunicator> make_flat_gloo(const Topology& t, int generation, store::StoreClient* store,
+                                                       const comm::CommunicatorOptions& options) {
+  comm::GlooGroup group;
+  group.rank = t.rank;
+  group.size = t.size;
+  group.key_prefix = generation_prefix(generation) + "gloo/world/";
+  group.verdict_prefix = verdict_prefix(generation);
   return comm::make_gloo_communicator(group, require_store(store, "kolo's TCP communicator"),
                                       comm::GlooNetwork::from_env(t.cross_size == 1), options);
 }
@@ -94,11 +100,17 @@ std::unique_ptr<comm::Communicator> make_hierarchical(const Topology& t, int gen
     return flat;
   }
   auto local = make_local(t, generation, options);
-  comm::GlooGroup cross_group{t.cross_rank, t.cross_size,
-                              generation_prefix(generation) + "gloo/cross" + std::to_string(t.local_rank) + "/"};
+  // Same-local-rank peers, one per host.
+  comm::GlooGroup cross_group;
+  cross_group.rank = t.cross_rank;
+  cross_group.size = t.cross_size;
+  cross_group.key_prefix = generation_prefix(generation) + "gloo/cross" + std::to_string(t.local_rank) + "/";
+  cross_group.verdict_prefix = verdict_prefix(generation);
+  for (int h = 0; h < t.cross_size; ++h) cross_group.job_ranks.push_back(h * t.local_size + t.local_rank);
   auto cross = comm::make_gloo_communicator(cross_group, *store, comm::GlooNetwork::from_env(t.cross_size == 1), options);
   comm::HostLayout layout{t.local_rank, t.local_size, t.cross_rank, t.cross_size};
-  return comm::make_hierarchical_communicator(layout, std::move(local), std::move(cross), std::move(flat));
+  return comm::make_hierarchical_communicator(layout, std::move(local), std::move(cross), std::move(flat),
+                                              comm::FailureVerdict(store, verdict_prefix(generation), t.rank));
 }
 
 std::unique_ptr<comm::Communicator> make_mpi(const Topology& t, const comm::CommunicatorOptions& options) {

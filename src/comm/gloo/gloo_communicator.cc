@@ -13,9 +13,9 @@ using gloo_impl::Collectives;
 using gloo_impl::Mesh;
 using gloo_impl::Tuning;
 
-class GlooCommunicator final : public Communicator {
+class TcpCommunicator final : public GlooCommunicator {
  public:
-  GlooCommunicator(const GlooGroup& group, store::StoreClient& store, const GlooNetwork& network,
+  TcpCommunicator(const GlooGroup& group, store::StoreClient& store, const GlooNetwork& network,
                    const CommunicatorOptions& options)
       : mesh_(group, store, network, options), collectives_(mesh_, Tuning::from_env()) {}
 
@@ -49,6 +49,7 @@ class GlooCommunicator final : public Communicator {
     guarded([&] { collectives_.barrier(); });
   }
   void abort(const std::string& reason) override { mesh_.abort(reason); }
+  void fail_peer(int job_rank, const std::string& message) override { mesh_.fail_from_outside(job_rank, message); }
 
  private:
   // Errors the mesh already handled, and arguments rejected before anything was
@@ -77,9 +78,10 @@ class GlooCommunicator final : public Communicator {
 
 bool gloo_available() { return true; }
 
-std::unique_ptr<Communicator> make_gloo_communicator(const GlooGroup& group, store::StoreClient& store,
-                                                     const GlooNetwork& network, const CommunicatorOptions& options) {
-  return std::make_unique<GlooCommunicator>(group, store, network, options);
+std::unique_ptr<GlooCommunicator> make_gloo_communicator(const GlooGroup& group, store::StoreClient& store,
+                                                         const GlooNetwork& network,
+                                                         const CommunicatorOptions& options) {
+  return std::make_unique<TcpCommunicator>(group, store, network, options);
 }
 
 }  // namespace kolo::comm

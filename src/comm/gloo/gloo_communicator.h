@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "comm/communicator.h"
 #include "store/store.h"
@@ -31,8 +32,27 @@ struct GlooGroup {
   int rank = 0;
   int size = 1;
   // Rendezvous keys of this group live under it; unique per job, init() generation
-  // and group (e.g. "gloo/0/world/").
+  // and group (e.g. "comm/0/gloo/world/").
   std::string key_prefix;
+  // The job rank of each group rank, for errors and verdicts; empty when the
+  // group is the whole job.
+  std::vector<int> job_ranks;
+  // Where the job-wide failure verdict lives (failure_verdict.h); shared by every
+  // communicator of the job generation. Empty: key_prefix + "failure/".
+  std::string verdict_prefix;
+
+  int job_rank(int group_rank) const;
+};
+
+// A gloo communicator, plus what a composition needs to spread a failure that it
+// learned elsewhere.
+class GlooCommunicator : public Communicator {
+ public:
+  // Declares the communicator failed because job rank `job_rank` failed (as
+  // `message` explains): records the verdict and closes every connection at once,
+  // so that peers waiting on this rank wake and name that rank. Later calls throw
+  // PeerFailureError. Never throws; call it from the thread that runs the collectives.
+  virtual void fail_peer(int job_rank, const std::string& message) = 0;
 };
 
 // False when kolo was built with KOLO_WITH_GLOO=OFF.
@@ -41,10 +61,10 @@ bool gloo_available();
 // Connects the group (every member calls this with the same prefix and size) and
 // returns its communicator, named "gloo". `store` carries the rendezvous and, when
 // a peer fails, the verdict on which rank failed first; it must outlive the
-// communicator. Errors: InvalidArgumentError (bad rank/size, unusable address or
+// communicator. Errors name job ranks. Errors: InvalidArgumentError (bad rank/size, unusable address or
 // interface), TimeoutError (a member did not show up within connect_timeout),
 // PeerFailureError (a member failed while connecting).
-std::unique_ptr<Communicator> make_gloo_communicator(const GlooGroup& group, store::StoreClient& store,
+std::unique_ptr<GlooCommunicator> make_gloo_communicator(const GlooGroup& group, store::StoreClient& store,
                                                      const GlooNetwork& network, const CommunicatorOptions& options);
 
 }  // namespace kolo::comm

@@ -74,11 +74,12 @@ bool contains(const std::string& text, const char* part) { return text.find(part
 
 Mesh::Mesh(const GlooGroup& group, store::StoreClient& store, const GlooNetwork& network,
            const CommunicatorOptions& options)
-    : rank_(group.rank),
+    : group_(group),
+      rank_(group.rank),
       size_(group.size),
-      prefix_(group.key_prefix),
       peer_timeout_(options.peer_timeout),
-      store_(store) {
+      verdict_(&store, group.verdict_prefix.empty() ? group.key_prefix + "failure/" : group.verdict_prefix,
+               group.job_rank(group.rank)) {
   if (size_ < 1 || rank_ < 0 || rank_ >= size_)
     throw InvalidArgumentError("gloo communicator: rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
                                " is out of range");
@@ -86,7 +87,7 @@ Mesh::Mesh(const GlooGroup& group, store::StoreClient& store, const GlooNetwork&
   auto device = make_device(network);
   auto context = std::make_shared<::gloo::rendezvous::Context>(rank_, size_);
   context->setTimeout(options.connect_timeout);
-  GlooStore rendezvous(store, prefix_ + "addr/", options.connect_timeout);
+  GlooStore rendezvous(store, group.key_prefix + "addr/", options.connect_timeout);
   try {
     context->connectFullMesh(rendezvous, device);
   } catch (const Error&) {
@@ -136,8 +137,8 @@ void Mesh::abort(const std::string& reason) {
   }
 }
 
-std::string Mesh::judge(int peer, const std::string& what, const std::string& detail) const {
-  const std::string who = "rank " + std::to_string(peer);
+std::string Mesh::judge(int job_rank, const std::string& what, const std::string& detail) const {
+  const std::string who = "rank " + std::to_string(job_rank);
   if (contains(detail, "Timed out"))
     return who + " made no progress for " + std::to_string(peer_timeout_.count() / 1000.0).substr(0, 5) +
            " s during " + what + " (it stalled or its host is unreachable; KOLO_PEER_TIMEOUT sets the limit)";
@@ -145,27 +146,19 @@ std::string Mesh::judge(int peer, const std::string& what, const std::string& de
          " (the process exited or failed, or its host is unreachable): " + detail;
 }
 
-int Mesh::record_verdict(int peer, std::string& message) {
-  const std::string claims_key = prefix_ + "failure/claims";
-  const std::string verdict_key = prefix_ + "failure/verdict";
-  try {
-    if (store_.add(claims_key, 1) == 1) {
-      std::string text = std::to_string(peer) + "\n" + message + " [seen first by rank " + std::to_string(rank_) + "]";
-      store_.set(verdict_key, store::Bytes(text.begin(), text.end()));
-      return peer;
-    }
-    store::Bytes value = store_.get(verdict_key, std::chrono::seconds(2));
-    std::string text(value.begin(), value.end());
-    auto newline = text.find('\n');
-    if (newline == std::string::npos) return peer;
-    int culprit = std::stoi(text.substr(0, newline));
-    message = text.substr(newline + 1);
-    return culprit;
-  } catch (const std::exception& e) {
-    // Without the store every rank judges alone; its own view is still true.
-    KOLO_LOG(Debug, "gloo: could not share the failure verdict: " << e.what());
-    return peer;
+std::exception_ptr Mesh::record_failure(int job_rank, const std::string& message) {
+  auto [culprit, verdict] = verdict_.claim(job_rank, message);
+  auto error = std::make_exception_ptr(PeerFailureError(culprit, verdict));
+  {
+    std::lock_guard lock(mutex_);
+    if (!failure_) failure_ = error;
+    error = failure_;
   }
+  try {
+    if (context_) context_->closeConnections();
+  } catch (const std::exception&) {
+  }
+  return error;
 }
 
 void Mesh::fail(int peer, const std::string& what, const std::string& detail) {
@@ -175,19 +168,16 @@ void Mesh::fail(int peer, const std::string& what, const std::string& detail) {
     // After abort() the peers may be closing too: that is a shutdown, not a failure.
     if (aborted_) throw ShutdownError(abort_reason_);
   }
-  std::string message = judge(peer, what, detail);
-  const int culprit = record_verdict(peer, message);
-  auto error = std::make_exception_ptr(PeerFailureError(culprit, message));
+  const int job_rank = group_.job_rank(peer);
+  std::rethrow_exception(record_failure(job_rank, judge(job_rank, what, detail)));
+}
+
+void Mesh::fail_from_outside(int job_rank, const std::string& message) {
   {
     std::lock_guard lock(mutex_);
-    if (!failure_) failure_ = error;
-    error = failure_;
+    if (failure_) return;
   }
-  try {
-    context_->closeConnections();
-  } catch (const std::exception&) {
-  }
-  std::rethrow_exception(error);
+  record_failure(job_rank, message);
 }
 
 void Mesh::fail_locally(std::exception_ptr error) {

@@ -2,13 +2,11 @@
 //
 // FAILURE. The first error a rank sees (a peer's connection closed or reset, a
 // wait past the peer timeout, an error raised by gloo) is fatal for the mesh: the
-// rank records a verdict in the store, closes all its connections hard (so every
-// peer waiting on it wakes at once with a reset, which cascades through the
-// job), and throws PeerFailureError. Later calls rethrow the same error.
-// The verdict names the rank at fault: the first rank to claim the store's
-// counter writes its own judgement; every other rank (most see only the reset
-// from a neighbour that gave up) reads that verdict, so all ranks name the rank
-// that failed first rather than the neighbour that closed on them.
+// rank offers its judgement to the job-wide verdict (failure_verdict.h), closes
+// all its connections hard (so every peer waiting on it wakes at once with a
+// reset, which cascades through the job), and throws PeerFailureError with the
+// verdict, so that all ranks name the rank that failed first rather than the
+// neighbour that closed on them. Later calls rethrow the same error.
 //
 // ABORT. abort() never blocks and never touches the network: it marks the mesh
 // aborted and wakes every wait in progress (gloo's abortWaitRecv/abortWaitSend on
@@ -30,6 +28,7 @@
 #include <gloo/transport/unbound_buffer.h>
 
 #include "comm/communicator.h"
+#include "comm/gloo/failure_verdict.h"
 #include "comm/gloo/gloo_communicator.h"
 #include "store/store.h"
 
@@ -59,9 +58,11 @@ class Mesh {
   void check_usable();
   // A wait returned early: throws ShutdownError (or the recorded failure).
   [[noreturn]] void throw_interrupted();
-  // Records `peer` as failed with gloo's `detail` during `what`, closes every
-  // connection and throws PeerFailureError (see FAILURE above).
+  // Records group rank `peer` as failed with gloo's `detail` during `what`, closes
+  // every connection and throws PeerFailureError (see FAILURE above).
   [[noreturn]] void fail(int peer, const std::string& what, const std::string& detail);
+  // The same for a failure learned elsewhere (job rank `job_rank`); does not throw.
+  void fail_from_outside(int job_rank, const std::string& message);
   // For errors that are not a peer's fault (a bug, a bad argument deep inside):
   // closes the mesh so no transfer is left half done, then rethrows.
   [[noreturn]] void fail_locally(std::exception_ptr error);
@@ -69,14 +70,15 @@ class Mesh {
   void abort(const std::string& reason);
 
  private:
-  std::string judge(int peer, const std::string& what, const std::string& detail) const;
-  int record_verdict(int peer, std::string& message);
+  std::string judge(int job_rank, const std::string& what, const std::string& detail) const;
+  // Adopts the verdict, closes every connection; returns the error to throw.
+  std::exception_ptr record_failure(int job_rank, const std::string& message);
 
+  const GlooGroup group_;
   const int rank_;
   const int size_;
-  const std::string prefix_;
   const std::chrono::milliseconds peer_timeout_;
-  store::StoreClient& store_;
+  FailureVerdict verdict_;
   std::shared_ptr<::gloo::Context> context_;
   std::uint64_t next_slot_ = 1;
 

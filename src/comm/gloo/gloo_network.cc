@@ -12,4 +12,9 @@ GlooNetwork GlooNetwork::from_env(bool all_local) {
   return network;
 }
 
+int GlooGroup::job_rank(int group_rank) const {
+  if (group_rank < 0 || job_ranks.empty() || group_rank >= static_cast<int>(job_ranks.size())) return group_rank;
+  return job_ranks[group_rank];
+}
+
 }  // namespace kolo::comm

@@ -6,6 +6,8 @@
 #include <memory>
 
 #include "comm/communicator.h"
+#include "comm/gloo/failure_verdict.h"
+#include "comm/gloo/gloo_communicator.h"
 
 namespace kolo::comm {
 
@@ -31,9 +33,17 @@ struct HostLayout {
 //  barrier:    local barrier -> leaders' cross barrier -> local barrier
 // Every element of an allreduce is reduced once per host (in local rank order)
 // and once across hosts, by one rank each, so every rank gets the same bits.
+//
+// FAILURE. A part that fails reports ranks in its own numbering; they are turned
+// into job ranks and into the job-wide `verdict`. A failure seen in one part is
+// then spread through the others at once (the local communicator is aborted with
+// the verdict, the TCP ones closed through fail_peer), because a peer may be
+// waiting on this rank in a part that saw nothing: without that it would wait out
+// the peer timeout and then blame this rank.
 std::unique_ptr<Communicator> make_hierarchical_communicator(const HostLayout& layout,
                                                              std::unique_ptr<Communicator> local,
-                                                             std::unique_ptr<Communicator> cross,
-                                                             std::unique_ptr<Communicator> flat);
+                                                             std::unique_ptr<GlooCommunicator> cross,
+                                                             std::unique_ptr<GlooCommunicator> flat,
+                                                             FailureVerdict verdict);
 
 }  // namespace kolo::comm
