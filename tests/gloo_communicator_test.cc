@@ -465,3 +465,39 @@ TEST(GlooCommunicator, AbortFromAnotherThreadWakesTheWaiter) {
 
 }  // namespace
 }  // namespace kolo::comm
+
+namespace kolo::comm {
+namespace {
+
+// A measurement, not a check: run with --gtest_also_run_disabled_tests
+// --gtest_filter='*GlooLoopbackNumbers*'. Prints allreduce latency and bus
+// bandwidth (nccl-tests convention: busbw = algbw x 2(n-1)/n) on loopback.
+TEST(GlooCommunicator, DISABLED_GlooLoopbackNumbers) {
+  for (int n : {2, 4}) {
+    testing::SpawnOptions options;
+    options.timeout = 300s;
+    testing::run_ranks(n, [](int rank) {
+      auto m = join();
+      const int size = m.comm->size();
+      for (std::size_t bytes : {std::size_t{8}, std::size_t{1024}, std::size_t{64 << 10}, std::size_t{1 << 20},
+                                std::size_t{16 << 20}, std::size_t{64 << 20}}) {
+        std::vector<float> data(bytes / 4, 1.0f);
+        const int reps = bytes <= (64 << 10) ? 300 : bytes <= (1 << 20) ? 30 : 5;
+        m.comm->allreduce(data.data(), data.data(), data.size(), DataType::Float32, ReduceOp::Sum);
+        m.comm->barrier();
+        auto start = Clock::now();
+        for (int i = 0; i < reps; ++i)
+          m.comm->allreduce(data.data(), data.data(), data.size(), DataType::Float32, ReduceOp::Sum);
+        const double seconds = std::chrono::duration<double>(Clock::now() - start).count() / reps;
+        if (rank == 0) {
+          const double algbw = bytes / seconds / 1e9;
+          std::printf("gloo allreduce n=%d %9zu B: %9.1f us  algbw %6.3f GB/s  busbw %6.3f GB/s\n", size, bytes,
+                      seconds * 1e6, algbw, algbw * 2 * (size - 1) / size);
+        }
+      }
+    }, options);
+  }
+}
+
+}  // namespace
+}  // namespace kolo::comm
