@@ -37,12 +37,19 @@ Request describe(const std::string& name, OpType op, const Tensor& t) {
   return r;
 }
 
+Handle submit(std::vector<Entry> entries) {
+  auto engine = runtime::engine();
+  auto state = entries.front().state;
+  state->engine = engine;
+  engine->submit(std::move(entries));
+  return Handle(state);
+}
+
 Handle submit(Request request, Tensor input, Tensor output) {
   auto state = std::make_shared<detail::OpState>(request.name);
   std::vector<Entry> entries;
   entries.push_back(Entry{std::move(request), input, output, state});
-  runtime::engine()->submit(std::move(entries));
-  return Handle(state);
+  return submit(std::move(entries));
 }
 
 Request allreduce_request(const std::string& name, const Tensor& t, const AllreduceOptions& o) {
@@ -91,8 +98,7 @@ Handle grouped_allreduce_async(std::span<const Tensor> tensors, const AllreduceO
     r.group_size = static_cast<std::int32_t>(tensors.size());
     entries.push_back(Entry{std::move(r), tensors[i], tensors[i], state});
   }
-  runtime::engine()->submit(std::move(entries));
-  return Handle(state);
+  return submit(std::move(entries));
 }
 
 void grouped_allreduce(std::span<const Tensor> tensors, const AllreduceOptions& options, Location where) {

@@ -49,6 +49,21 @@ Engine::Engine(std::unique_ptr<comm::Communicator> comm, EngineConfig config)
       cache_(config.cache_capacity),
       coordinator_(size_),
       executor_(*comm_) {
+  if (!config_.timeline_path.empty() && (rank_ == 0 || config_.timeline_all_ranks)) {
+    std::string path = config_.timeline_path;
+    if (config_.timeline_all_ranks) {
+      auto dot = path.rfind(".json");
+      std::string suffix = ".rank" + std::to_string(rank_);
+      path = dot == std::string::npos ? path + suffix : path.insert(dot, suffix);
+    }
+    timeline_ = std::make_unique<Timeline>(path, rank_);
+  }
+  if (config_.flight_recorder_size > 0) {
+    std::string dir = config_.flight_recorder_dir.empty() ? "/tmp/kolo-flight" : config_.flight_recorder_dir;
+    recorder_ = std::make_unique<FlightRecorder>(config_.flight_recorder_size, rank_, size_,
+                                                 dir + "/rank" + std::to_string(rank_) + ".json");
+    recorder_->watch_sigusr1();
+  }
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -83,10 +98,26 @@ void Engine::shutdown() {
 }
 
 void Engine::loop() {
+  while (!finished_) {
+    {
+      std::unique_lock lock(mutex_);
+      // Ranks with work go straight into negotiation, where they wait for peers in
+      // the communicator; idle ranks join every cycle_time. When every rank has
+      // work but none could progress (each waits for something the others have
+      // not submitted), all of them wait a cycle_time instead of spinning.
+      const bool go_now = busy_ && !stalled_;
+      wake_.wait_for(lock, config_.cycle_time,
+                     [&] { return !queue_.empty() || shutdown_requested_ || go_now || finished_; });
+    }
+    std::lock_guard cycle(cycle_mutex_);
+    if (!finished_) cycle_once();
+  }
+}
+
+void Engine::cycle_once() {
   std::exception_ptr reason;
   try {
-    while (run_cycle()) {
-    }
+    if (run_cycle()) return;
     reason = std::make_exception_ptr(ShutdownError("kolo was shut down (a rank called kolo::shutdown())"));
   } catch (const Error&) {
     reason = std::current_exception();
@@ -94,9 +125,34 @@ void Engine::loop() {
     reason = std::make_exception_ptr(Error(std::string("kolo background thread failed: ") + e.what()));
   }
   fail_everything(reason);
+  finished_ = true;
+  wake_.notify_all();
+}
+
+void Engine::drive(const detail::OpState& state, std::chrono::steady_clock::time_point deadline) {
+  while (!state.done() && std::chrono::steady_clock::now() < deadline) {
+    std::unique_lock cycle(cycle_mutex_, std::try_to_lock);
+    if (!cycle.owns_lock() || finished_ || stalled_) {
+      // Another thread runs the cycle, or every rank waits on another: let the
+      // background thread pace things and wake us when the operation completes.
+      if (cycle.owns_lock()) cycle.unlock();
+      state.wait_done_until(std::min(deadline, std::chrono::steady_clock::now() + config_.cycle_time));
+      continue;
+    }
+    cycle_once();
+  }
 }
 
 void Engine::fail_everything(std::exception_ptr error) {
+  if (recorder_) {
+    try {
+      std::rethrow_exception(error);
+    } catch (const ShutdownError&) {
+      // an orderly end: nothing to report
+    } catch (const std::exception& e) {
+      recorder_->dump(std::string("error: ") + e.what());
+    }
+  }
   std::vector<Entry> queued;
   {
     std::lock_guard lock(mutex_);
@@ -117,6 +173,7 @@ void Engine::complete(const std::string& name, std::exception_ptr error) {
   auto it = entries_.find(name);
   if (it == entries_.end()) return;
   auto state = std::move(it->second.state);
+  if (recorder_) recorder_->update(it->second.seq, error ? OpPhase::Failed : OpPhase::Done);
   entries_.erase(it);
   {
     // Free the name before waking the waiter, so it may reuse it at once.
@@ -128,6 +185,8 @@ void Engine::complete(const std::string& name, std::exception_ptr error) {
 
 void Engine::accept(Entry entry) {
   Request& request = entry.request;
+  entry.accepted_at = std::chrono::steady_clock::now();
+  if (recorder_) entry.seq = recorder_->begin(request, entry.submitted_at);
   if (request.op == OpType::Join) joined_ = true;
   auto lookup = config_.cache_capacity > 0 && request.group.empty() ? cache_.lookup(request)
                                                                      : ResponseCache::Lookup{};
@@ -145,14 +204,7 @@ bool Engine::run_cycle() {
   bool shutting_down;
   std::vector<Entry> fresh;
   {
-    std::unique_lock lock(mutex_);
-    // Ranks with work go straight into negotiation, where they wait for peers in
-    // the communicator; idle ranks join every cycle_time. When every rank has
-    // work but none could progress (each waits for something the others have not
-    // submitted), all of them wait a cycle_time instead of spinning.
-    const bool go_now = !entries_.empty() && !stalled_;
-    wake_.wait_for(lock, config_.cycle_time,
-                   [&] { return !queue_.empty() || shutdown_requested_ || go_now; });
+    std::lock_guard lock(mutex_);
     fresh.swap(queue_);
     shutting_down = shutdown_requested_;
   }
@@ -216,6 +268,7 @@ bool Engine::run_cycle() {
     requeue_evicted();
   }
   stalled_ = agree[kBusy] && !progressed;
+  busy_ = !entries_.empty();
   return true;
 }
 
@@ -271,7 +324,15 @@ void Engine::execute(const std::vector<Response>& responses, bool store_in_cache
       for (const auto& name : first.names) complete(name, error_for(first));
       continue;
     }
+    if (recorder_) {
+      for (const Response* r : parts) {
+        for (const auto& name : r->names) {
+          if (auto it = entries_.find(name); it != entries_.end()) recorder_->update(it->second.seq, OpPhase::Executing);
+        }
+      }
+    }
     executor_.run(parts, entries_);
+    if (timeline_) record(parts);
     for (const Response* r : parts) {
       if (store_in_cache && ResponseCache::cacheable(*r)) {
         if (auto it = entries_.find(r->names[0]); it != entries_.end() && it->second.request.group.empty())
@@ -336,11 +397,31 @@ void Engine::inspect_stalls() {
     }
     offset += lengths[r];
   }
-  for (const auto& stall : find_stalls(reports, config_.stall_check_time)) {
+  const auto stalls = find_stalls(reports, config_.stall_check_time);
+  if (!stalls.empty() && recorder_) recorder_->dump("stall: " + describe(stalls.front()));
+  for (const auto& stall : stalls) {
     if (rank_ == 0) KOLO_LOG(Warning, "stall: " + describe(stall));
     if (config_.stall_shutdown_time.count() > 0 && stall.waited_ms >= config_.stall_shutdown_time.count())
       throw PeerFailureError(stall.missing.front(), "kolo stopped the job after a stall (KOLO_STALL_SHUTDOWN_TIME): " +
                                                         describe(stall));
+  }
+}
+
+void Engine::record(const std::vector<const Response*>& batch) {
+  const auto& p = executor_.last_phases();
+  const char* op = to_string(batch.front()->op);
+  const std::string detail = batch.size() > 1 || p.fused ? "fused batch of " + std::to_string(batch.size()) : "";
+  for (const Response* r : batch) {
+    for (const auto& name : r->names) {
+      auto it = entries_.find(name);
+      if (it == entries_.end()) continue;  // a joined rank's zeros
+      const Entry& e = it->second;
+      timeline_->span(name, "QUEUE", e.submitted_at, e.accepted_at);
+      timeline_->span(name, "NEGOTIATE", e.accepted_at, p.start);
+      if (p.fused) timeline_->span(name, "COPY_IN_FUSION_BUFFER", p.start, p.comm_start);
+      timeline_->span(name, op, p.comm_start, p.comm_end, detail);
+      if (p.fused) timeline_->span(name, "COPY_OUT_FUSION_BUFFER", p.comm_end, p.end);
+    }
   }
 }
 

@@ -9,6 +9,8 @@
 // The cycle itself is described in engine.cc and docs/architecture.md.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <exception>
 #include <memory>
@@ -23,7 +25,9 @@
 #include "engine/coordinator.h"
 #include "engine/entry.h"
 #include "engine/executor.h"
+#include "engine/flight_recorder.h"
 #include "engine/response_cache.h"
+#include "engine/timeline.h"
 
 namespace kolo::engine {
 
@@ -42,11 +46,22 @@ class Engine {
   // Stops the background thread after failing what is pending. Idempotent.
   void shutdown();
 
+  // Runs negotiation cycles on the calling thread until `state` completes, the
+  // engine stops or `deadline` passes. A blocking caller thus does the work
+  // itself instead of paying two thread handoffs; when another thread holds the
+  // cycle, it simply waits. Never throws.
+  void drive(const detail::OpState& state, std::chrono::steady_clock::time_point deadline);
+
   int rank() const { return rank_; }
+  // Null when disabled.
+  const FlightRecorder* flight_recorder() const { return recorder_.get(); }
   int size() const { return size_; }
 
  private:
   void loop();
+  // Runs one cycle; on the job's end or a failure, fails everything and finishes.
+  // Requires cycle_mutex_.
+  void cycle_once();
   // One negotiation cycle; false when the job is shutting down.
   bool run_cycle();
   void accept(Entry entry);
@@ -55,6 +70,7 @@ class Engine {
   void complete(const std::string& name, std::exception_ptr error);
   void fail_everything(std::exception_ptr error);
   void requeue_evicted();
+  void record(const std::vector<const Response*>& batch);
   bool stall_check_due();
   void inspect_stalls();
 
@@ -71,17 +87,23 @@ class Engine {
   bool shutdown_requested_ = false;
   std::exception_ptr stopped_;  // set once the thread has stopped: what later submits throw
 
-  // Background thread only.
+  // Whoever runs cycles holds cycle_mutex_: the background thread, or a user thread
+  // in drive(). Everything below it belongs to the holder.
+  std::mutex cycle_mutex_;
+  std::atomic<bool> finished_{false};  // the engine has stopped; cycles are over
+  std::atomic<bool> busy_{false};      // operations are pending (read by the idle wait)
+  std::atomic<bool> stalled_{false};   // every rank had work and nothing progressed last cycle
   EntryMap entries_;
   std::vector<Request> uncached_;           // to send to the coordinator next
   std::vector<std::pair<std::uint32_t, std::string>> cached_pending_;  // bit, name
   std::vector<std::uint32_t> invalidate_;   // cache bits this rank found stale
   bool joined_ = false;
-  bool stalled_ = false;  // every rank had work and nothing progressed last cycle
   std::chrono::steady_clock::time_point last_stall_check_ = std::chrono::steady_clock::now();
   ResponseCache cache_;
   Coordinator coordinator_;  // used on rank 0 only
   Executor executor_;
+  std::unique_ptr<Timeline> timeline_;  // null unless KOLO_TIMELINE is set for this rank
+  std::unique_ptr<FlightRecorder> recorder_;  // null when KOLO_FLIGHT_RECORDER_SIZE=0
 
   std::thread thread_;
 };

@@ -16,6 +16,8 @@ struct Entry {
   Tensor output;  // allreduce and broadcast write here (equal to input when in place)
   std::shared_ptr<detail::OpState> state;
   std::chrono::steady_clock::time_point submitted_at{};
+  std::chrono::steady_clock::time_point accepted_at{};  // taken by the background thread
+  std::uint64_t seq = 0;  // in the flight recorder
 };
 
 }  // namespace kolo::engine
