@@ -82,7 +82,9 @@ std::string chosen(int ranks, int per_host, std::map<std::string, std::string> e
     place_on_fake_host(rank, per_host, ranks / per_host);
     std::string mine;
     try {
-      mine = join().comm->name();
+      auto m = join();
+      mine = m.comm->name();
+      m.comm->barrier();  // nobody leaves while a peer still connects
     } catch (const InvalidArgumentError& e) {
       mine = "error";
       std::printf("rank %d: %s\n", rank, e.what());
