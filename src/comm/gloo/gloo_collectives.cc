@@ -188,9 +188,10 @@ void Collectives::reduce_scatter(const void* send, void* recv, std::span<const s
   auto* in = static_cast<const std::byte*>(send);
   auto* out = static_cast<std::byte*>(recv);
   const std::size_t total = offsets.back() * es;
+  std::vector<std::byte> input_copy;  // only for unusual overlaps; not kept between calls
   if (out != in + offsets[me] * es && overlaps(in, total, out, recv_counts[me] * es)) {
-    input_copy_.assign(in, in + total);
-    in = input_copy_.data();
+    input_copy.assign(in, in + total);
+    in = input_copy.data();
   }
   if (mesh_.size() == 1) {
     if (in != out && total > 0) std::memmove(out, in, total);
@@ -271,9 +272,10 @@ void Collectives::alltoallv(const void* send, std::span<const std::size_t> send_
   auto recv_offsets = offsets_of(recv_bytes);
   auto* in = static_cast<const std::byte*>(send);
   auto* out = static_cast<std::byte*>(recv);
+  std::vector<std::byte> input_copy;  // only for overlapping buffers; not kept between calls
   if (overlaps(in, send_offsets.back(), out, recv_offsets.back())) {
-    input_copy_.assign(in, in + send_offsets.back());
-    in = input_copy_.data();
+    input_copy.assign(in, in + send_offsets.back());
+    in = input_copy.data();
   }
   if (send_bytes[me] > 0) std::memmove(out + recv_offsets[me], in + send_offsets[me], send_bytes[me]);
   Exchange exchange(mesh_, "alltoallv");

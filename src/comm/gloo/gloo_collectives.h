@@ -47,7 +47,6 @@ class Collectives {
   Mesh& mesh_;
   Tuning tuning_;
   std::vector<std::byte> scratch_;
-  std::vector<std::byte> input_copy_;
 };
 
 }  // namespace kolo::comm::gloo_impl

@@ -1,6 +1,8 @@
 #include "comm/gloo/gloo_mesh.h"
 
 #include <arpa/inet.h>
+
+#include <algorithm>
 #include <netdb.h>
 #include <unistd.h>
 
@@ -86,7 +88,9 @@ Mesh::Mesh(const GlooGroup& group, store::StoreClient& store, const GlooNetwork&
   if (size_ == 1) return;  // nothing to connect: every collective is a local copy
   auto device = make_device(network);
   auto context = std::make_shared<::gloo::rendezvous::Context>(rank_, size_);
-  context->setTimeout(options.connect_timeout);
+  // gloo waits five times its timeout for a pair to connect; the pairs' timeout
+  // serves nothing else here (every transfer wait passes the peer timeout).
+  context->setTimeout(std::max<std::chrono::milliseconds>(std::chrono::seconds(1), options.connect_timeout / 5));
   GlooStore rendezvous(store, group.key_prefix + "addr/", options.connect_timeout);
   try {
     context->connectFullMesh(rendezvous, device);

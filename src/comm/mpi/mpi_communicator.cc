@@ -121,9 +121,10 @@ class MpiCommunicator final : public Communicator {
     }
     const std::size_t es = element_size(dtype);
     const void* in = send;
+    std::vector<std::byte> input_copy;  // MPI forbids overlapping buffers
     if (overlaps(send, total * es, recv, recv_counts[rank_] * es)) {
-      input_copy_.assign(static_cast<const std::byte*>(send), static_cast<const std::byte*>(send) + total * es);
-      in = input_copy_.data();
+      input_copy.assign(static_cast<const std::byte*>(send), static_cast<const std::byte*>(send) + total * es);
+      in = input_copy.data();
     }
     MPI_Request request;
     check_mpi(MPI_Ireduce_scatter(in, recv, counts.data(), ReductionOps::element_type(dtype), mpi_op, comm_, &request),
@@ -183,9 +184,10 @@ class MpiCommunicator final : public Communicator {
     waiter_.check_usable();
     Layout out_layout(send_bytes, "alltoallv"), in_layout(recv_bytes, "alltoallv");
     const void* in = send;
+    std::vector<std::byte> input_copy;  // MPI forbids overlapping buffers
     if (overlaps(send, out_layout.total, recv, in_layout.total)) {
-      input_copy_.assign(static_cast<const std::byte*>(send), static_cast<const std::byte*>(send) + out_layout.total);
-      in = input_copy_.data();
+      input_copy.assign(static_cast<const std::byte*>(send), static_cast<const std::byte*>(send) + out_layout.total);
+      in = input_copy.data();
     }
     MPI_Request request;
     check_mpi(MPI_Ialltoallv(in, out_layout.counts.data(), out_layout.displs.data(), MPI_BYTE, recv,
@@ -263,7 +265,6 @@ class MpiCommunicator final : public Communicator {
   int size_ = 1;
   std::unique_ptr<ReductionOps> ops_;
   std::vector<std::byte> gathered_;
-  std::vector<std::byte> input_copy_;
 };
 
 }  // namespace
