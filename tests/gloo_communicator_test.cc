@@ -148,7 +148,19 @@ std::string describe(const char* what, DataType dtype, std::size_t count) {
 
 const std::size_t kCounts[] = {0, 1, 3, 257, 4099, 40961};
 
-class GlooSizes : public ::testing::TestWithParam<int> {};
+class GlooSizes : public ::testing::TestWithParam<int> {
+ protected:
+  void SetUp() override {
+    if (!gloo_available()) GTEST_SKIP() << "built with KOLO_WITH_GLOO=OFF";
+  }
+};
+
+class GlooCommunicator : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!gloo_available()) GTEST_SKIP() << "built with KOLO_WITH_GLOO=OFF";
+  }
+};
 
 TEST_P(GlooSizes, AllreduceMatchesRankOrderReductionBitForBit) {
   const int n = GetParam();
@@ -297,7 +309,7 @@ TEST_P(GlooSizes, BarrierWaitsForEveryRank) {
 INSTANTIATE_TEST_SUITE_P(Ranks, GlooSizes, ::testing::Values(2, 3, 4),
                          [](const auto& info) { return std::to_string(info.param) + "ranks"; });
 
-TEST(GlooCommunicator, OneRankCopies) {
+TEST_F(GlooCommunicator, OneRankCopies) {
   testing::run_ranks(1, [](int) {
     auto m = join();
     std::vector<float> in{1, 2, 3}, out(3);
@@ -308,7 +320,7 @@ TEST(GlooCommunicator, OneRankCopies) {
   });
 }
 
-TEST(GlooCommunicator, BindsToTheAddressGivenByKoloHostAddr) {
+TEST_F(GlooCommunicator, BindsToTheAddressGivenByKoloHostAddr) {
   testing::run_ranks(3, [](int) {
     auto m = join({}, GlooNetwork::from_env(false));
     int value = m.comm->rank() + 1;
@@ -317,7 +329,7 @@ TEST(GlooCommunicator, BindsToTheAddressGivenByKoloHostAddr) {
   }, gloo_options({{"KOLO_HOST_ADDR", "127.0.0.1"}}));
 }
 
-TEST(GlooCommunicator, UnusableAddressIsAClearError) {
+TEST_F(GlooCommunicator, UnusableAddressIsAClearError) {
   testing::run_ranks(2, [](int) {
     auto store = connect_store();
     GlooGroup group;
@@ -335,7 +347,7 @@ TEST(GlooCommunicator, UnusableAddressIsAClearError) {
   });
 }
 
-TEST(GlooCommunicator, BadArgumentsLeaveTheCommunicatorUsable) {
+TEST_F(GlooCommunicator, BadArgumentsLeaveTheCommunicatorUsable) {
   testing::run_ranks(2, [](int) {
     auto m = join();
     std::vector<std::size_t> wrong(3, 1);
@@ -350,7 +362,7 @@ TEST(GlooCommunicator, BadArgumentsLeaveTheCommunicatorUsable) {
   });
 }
 
-TEST(GlooCommunicator, RankThatNeverComesIsATimeout) {
+TEST_F(GlooCommunicator, RankThatNeverComesIsATimeout) {
   testing::run_ranks(2, [](int rank) {
     if (rank == 1) return;  // never joins
     auto store = connect_store();
@@ -387,7 +399,7 @@ void expect_failure_named(Communicator& comm, int victim, std::size_t count) {
   EXPECT_THROW(comm.barrier(), PeerFailureError);
 }
 
-TEST(GlooCommunicator, KilledPeerIsNamedOnEveryRank) {
+TEST_F(GlooCommunicator, KilledPeerIsNamedOnEveryRank) {
   for (std::size_t count : {std::size_t{4}, std::size_t{100000}}) {
     const int victim = 2;
     auto outcomes = testing::spawn_ranks(4, [&](int rank) {
@@ -411,7 +423,7 @@ TEST(GlooCommunicator, KilledPeerIsNamedOnEveryRank) {
   }
 }
 
-TEST(GlooCommunicator, StoppedPeerIsNamedAfterThePeerTimeout) {
+TEST_F(GlooCommunicator, StoppedPeerIsNamedAfterThePeerTimeout) {
   const int victim = 1;
   auto outcomes = testing::spawn_ranks(3, [&](int rank) {
     CommunicatorOptions options;
@@ -435,7 +447,7 @@ TEST(GlooCommunicator, StoppedPeerIsNamedAfterThePeerTimeout) {
   expect_survivors_passed(outcomes, victim);
 }
 
-TEST(GlooCommunicator, AbortFromAnotherThreadWakesTheWaiter) {
+TEST_F(GlooCommunicator, AbortFromAnotherThreadWakesTheWaiter) {
   testing::run_ranks(2, [](int rank) {
     auto m = join();
     m.comm->barrier();
@@ -472,7 +484,7 @@ namespace {
 // A measurement, not a check: run with --gtest_also_run_disabled_tests
 // --gtest_filter='*GlooLoopbackNumbers*'. Prints allreduce latency and bus
 // bandwidth (nccl-tests convention: busbw = algbw x 2(n-1)/n) on loopback.
-TEST(GlooCommunicator, DISABLED_GlooLoopbackNumbers) {
+TEST_F(GlooCommunicator, DISABLED_GlooLoopbackNumbers) {
   for (int n : {2, 4}) {
     testing::SpawnOptions options;
     options.timeout = 300s;

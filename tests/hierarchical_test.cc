@@ -75,6 +75,14 @@ testing::SpawnOptions options(std::map<std::string, std::string> env = {}) {
   return o;
 }
 
+class CommunicatorChoice : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!gloo_available()) GTEST_SKIP() << "built with KOLO_WITH_GLOO=OFF";
+  }
+};
+using HierarchicalCommunicator = CommunicatorChoice;
+
 std::string chosen(int ranks, int per_host, std::map<std::string, std::string> env) {
   // Each rank writes the name it got; rank 0's is returned (all must agree).
   std::string name;
@@ -103,7 +111,7 @@ std::string chosen(int ranks, int per_host, std::map<std::string, std::string> e
   return "?";
 }
 
-TEST(CommunicatorChoice, DependsOnHostsAndSettings) {
+TEST_F(CommunicatorChoice, DependsOnHostsAndSettings) {
   EXPECT_EQ(chosen(4, 2, {}), "hierarchical");
   EXPECT_EQ(chosen(4, 2, {{"KOLO_HIERARCHICAL", "0"}}), "gloo");
   EXPECT_EQ(chosen(4, 2, {{"KOLO_BACKEND", "gloo"}}), "gloo");
@@ -123,7 +131,7 @@ void place_uneven(int rank) {
   setenv("KOLO_CROSS_SIZE", "2", 1);
 }
 
-TEST(CommunicatorChoice, UnevenHostsFallBackToFlatTcpOrFailWhenForced) {
+TEST_F(CommunicatorChoice, UnevenHostsFallBackToFlatTcpOrFailWhenForced) {
   testing::run_ranks(3, [](int rank) {
     place_uneven(rank);
     auto m = join();
@@ -267,16 +275,16 @@ void check_every_collective(int per_host, int hosts) {
   }, options());
 }
 
-TEST(HierarchicalCommunicator, TwoHostsOfTwo) { check_every_collective(2, 2); }
-TEST(HierarchicalCommunicator, ThreeHostsOfTwo) { check_every_collective(2, 3); }
-TEST(HierarchicalCommunicator, TwoHostsOfOne) { check_every_collective(1, 2); }
-TEST(HierarchicalCommunicator, OneHostOfThreeWhenForced) {
+TEST_F(HierarchicalCommunicator, TwoHostsOfTwo) { check_every_collective(2, 2); }
+TEST_F(HierarchicalCommunicator, ThreeHostsOfTwo) { check_every_collective(2, 3); }
+TEST_F(HierarchicalCommunicator, TwoHostsOfOne) { check_every_collective(1, 2); }
+TEST_F(HierarchicalCommunicator, OneHostOfThreeWhenForced) {
   setenv("KOLO_HIERARCHICAL", "1", 1);
   check_every_collective(3, 1);
   unsetenv("KOLO_HIERARCHICAL");
 }
 
-TEST(HierarchicalCommunicator, KilledRankIsNamedOnEveryRank) {
+TEST_F(HierarchicalCommunicator, KilledRankIsNamedOnEveryRank) {
   const int victim = 3;
   auto outcomes = testing::spawn_ranks(4, [&](int rank) {
     place_on_fake_host(rank, 2, 2);
@@ -308,7 +316,7 @@ TEST(HierarchicalCommunicator, KilledRankIsNamedOnEveryRank) {
   }
 }
 
-TEST(HierarchicalCommunicator, PublicApiOnFakeHosts) {
+TEST_F(HierarchicalCommunicator, PublicApiOnFakeHosts) {
   testing::run_ranks(4, [](int rank) {
     place_on_fake_host(rank, 2, 2);
     kolo::init();

@@ -16,6 +16,7 @@
 
 #include "api/launcher_env.h"
 #include "api/topology.h"
+#include "comm/gloo/gloo_communicator.h"
 #include "harness/multiprocess.h"
 #include "kolo/error.h"
 #include "kolo/kolo.h"
@@ -151,6 +152,7 @@ std::string fresh_path() { return "/tmp/kolo-rendezvous-test-" + testing::make_j
 // An srun job of three "nodes" without kolorun and without KOLO_STORE_ADDR: rank
 // 0 serves the store, publishes it in the file, and the job runs over TCP.
 TEST(RendezvousFile, SrunJobWithoutKolorunFindsItsStore) {
+  if (!comm::gloo_available()) GTEST_SKIP() << "built with KOLO_WITH_GLOO=OFF";
   const std::string path = fresh_path();
   testing::SpawnOptions options;
   options.use_store = false;

@@ -11,10 +11,8 @@
 // it spins for KOLO_MPI_SPIN_US (default 500 us), then tests every
 // KOLO_MPI_POLL_US (default 100 us) and sleeps in between. MpiWorker.BlockedRank
 // prints the CPU share of a rank blocked for 2 s behind a late peer and the small
-// allreduce latency, for the default and for pure spinning; measured on this
-// 2-core VM (OpenMPI 4.1.4, vader shared memory, 2 ranks):
-//   default (500 us spin, 100 us polls): see docs/communicators.md
-//   KOLO_MPI_SPIN_US=10000000 (spin, like blocking MPI): see docs/communicators.md
+// allreduce latency, for the default and for pure spinning; numbers and the
+// trade-off are in docs/communicators-across-hosts.md.
 #include "comm/mpi/mpi_communicator.h"
 
 #include <gtest/gtest.h>

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "api/topology.h"
+#include "comm/gloo/gloo_communicator.h"
 #include "harness/agreement.h"
 #include "kolo/error.h"
 #include "kolo/kolo.h"
@@ -177,6 +178,7 @@ TEST_F(SlurmCluster, SrunJobOnOneNodeUsesSharedMemoryWithoutAStore) {
 }
 
 TEST_F(SlurmCluster, SrunJobOverTcpFindsTheStoreThroughTheRendezvousFile) {
+  if (!comm::gloo_available()) GTEST_SKIP() << "built with KOLO_WITH_GLOO=OFF";
   const std::string file = (dir_ / "rendezvous").string();
   int status = -1;
   auto output = srun(3, "SlurmWorker.Collectives",
