@@ -339,3 +339,36 @@ TEST_F(HierarchicalCommunicator, PublicApiOnFakeHosts) {
 
 }  // namespace
 }  // namespace kolo::comm
+
+namespace kolo::comm {
+namespace {
+
+// A measurement, not a check: --gtest_also_run_disabled_tests
+// --gtest_filter='*HierarchicalVsFlatNumbers*'. 4 ranks as 2 fake hosts x 2;
+// "network" is loopback here, so this shows the cost of the composition, not the
+// saving of cross-host traffic.
+TEST_F(HierarchicalCommunicator, DISABLED_HierarchicalVsFlatNumbers) {
+  for (const char* hierarchical : {"1", "0"}) {
+    testing::SpawnOptions o;
+    o.timeout = 300s;
+    o.env = {{"KOLO_HOST_ADDR", "127.0.0.1"}, {"KOLO_HIERARCHICAL", hierarchical}};
+    testing::run_ranks(4, [](int rank) {
+      place_on_fake_host(rank, 2, 2);
+      auto m = join();
+      for (std::size_t bytes : {std::size_t{8}, std::size_t{64 << 10}, std::size_t{1 << 20}, std::size_t{16 << 20}}) {
+        std::vector<float> data(bytes / 4, 1.0f);
+        const int reps = bytes <= (64 << 10) ? 200 : bytes <= (1 << 20) ? 20 : 4;
+        m.comm->allreduce(data.data(), data.data(), data.size(), DataType::Float32, ReduceOp::Sum);
+        m.comm->barrier();
+        auto start = Clock::now();
+        for (int i = 0; i < reps; ++i)
+          m.comm->allreduce(data.data(), data.data(), data.size(), DataType::Float32, ReduceOp::Sum);
+        const double us = std::chrono::duration<double, std::micro>(Clock::now() - start).count() / reps;
+        if (rank == 0) std::printf("%-12s allreduce %9zu B: %10.1f us\n", m.comm->name().c_str(), bytes, us);
+      }
+    }, o);
+  }
+}
+
+}  // namespace
+}  // namespace kolo::comm
