@@ -24,6 +24,16 @@ void check_tensor(const Tensor& t, const char* role, const std::string& name) {
                                " elements");
 }
 
+// Set while a blocking call submits: it waits right away and so drives the
+// engine's cycles itself (Engine::drive); waking the background thread would only
+// add a context switch.
+thread_local bool t_caller_waits = false;
+
+struct CallerWaits {
+  CallerWaits() { t_caller_waits = true; }
+  ~CallerWaits() { t_caller_waits = false; }
+};
+
 std::string name_for(const std::string& given, const char* op, const Location& where) {
   return given.empty() ? auto_name(op, where) : given;
 }
@@ -41,7 +51,8 @@ Handle submit(std::vector<Entry> entries) {
   auto engine = runtime::engine();
   auto state = entries.front().state;
   state->engine = engine;
-  engine->submit(std::move(entries));
+  engine->submit(std::move(entries), !t_caller_waits);
+  t_caller_waits = false;
   return Handle(state);
 }
 
@@ -78,10 +89,12 @@ Handle allreduce_async(Tensor input, Tensor output, const AllreduceOptions& opti
 }
 
 void allreduce(Tensor tensor, const AllreduceOptions& options, Location where) {
+  CallerWaits waits;
   allreduce_async(tensor, options, where).wait();
 }
 
 void allreduce(Tensor input, Tensor output, const AllreduceOptions& options, Location where) {
+  CallerWaits waits;
   allreduce_async(input, output, options, where).wait();
 }
 
@@ -102,6 +115,7 @@ Handle grouped_allreduce_async(std::span<const Tensor> tensors, const AllreduceO
 }
 
 void grouped_allreduce(std::span<const Tensor> tensors, const AllreduceOptions& options, Location where) {
+  CallerWaits waits;
   grouped_allreduce_async(tensors, options, where).wait();
 }
 
@@ -112,6 +126,7 @@ Handle allgather_async(Tensor input, const CollectiveOptions& options, Location 
 }
 
 Buffer allgather(Tensor input, const CollectiveOptions& options, Location where) {
+  CallerWaits waits;
   return allgather_async(input, options, where).take_output();
 }
 
@@ -124,6 +139,7 @@ Handle broadcast_async(Tensor tensor, int root, const CollectiveOptions& options
 }
 
 void broadcast(Tensor tensor, int root, const CollectiveOptions& options, Location where) {
+  CallerWaits waits;
   broadcast_async(tensor, root, options, where).wait();
 }
 
@@ -136,6 +152,7 @@ Handle alltoall_async(Tensor input, std::vector<std::int64_t> splits, const Coll
 }
 
 Buffer alltoall(Tensor input, std::vector<std::int64_t> splits, const CollectiveOptions& options, Location where) {
+  CallerWaits waits;
   return alltoall_async(input, std::move(splits), options, where).take_output();
 }
 
@@ -149,6 +166,7 @@ Handle reducescatter_async(Tensor input, ReduceOp op, const CollectiveOptions& o
 }
 
 Buffer reducescatter(Tensor input, ReduceOp op, const CollectiveOptions& options, Location where) {
+  CallerWaits waits;
   return reducescatter_async(input, op, options, where).take_output();
 }
 
@@ -156,6 +174,7 @@ void barrier(const CollectiveOptions& options, Location where) {
   Request r;
   r.name = name_for(options.name, "barrier", where);
   r.op = OpType::Barrier;
+  CallerWaits waits;
   submit(std::move(r), Tensor{}, Tensor{}).wait();
 }
 
@@ -163,6 +182,7 @@ int join() {
   Request r;
   r.name = "kolo.join";
   r.op = OpType::Join;
+  CallerWaits waits;
   return submit(std::move(r), Tensor{}, Tensor{}).last_joined_rank();
 }
 

@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 
 #include "common/logging.h"
 #include "common/wire.h"
@@ -69,7 +70,7 @@ Engine::Engine(std::unique_ptr<comm::Communicator> comm, EngineConfig config)
 
 Engine::~Engine() { shutdown(); }
 
-void Engine::submit(std::vector<Entry> entries) {
+void Engine::submit(std::vector<Entry> entries, bool wake) {
   std::lock_guard lock(mutex_);
   if (stopped_) std::rethrow_exception(stopped_);
   if (shutdown_requested_) throw ShutdownError("kolo is shutting down");
@@ -85,7 +86,7 @@ void Engine::submit(std::vector<Entry> entries) {
     in_flight_.insert(e.request.name);
     queue_.push_back(std::move(e));
   }
-  wake_.notify_one();
+  if (wake) wake_.notify_one();
 }
 
 void Engine::shutdown() {
@@ -109,7 +110,12 @@ void Engine::loop() {
       wake_.wait_for(lock, config_.cycle_time,
                      [&] { return !queue_.empty() || shutdown_requested_ || go_now || finished_; });
     }
-    std::lock_guard cycle(cycle_mutex_);
+    // A user thread driving cycles (Engine::drive) already does this work.
+    std::unique_lock cycle(cycle_mutex_, std::try_to_lock);
+    if (!cycle.owns_lock()) {
+      std::this_thread::yield();
+      continue;
+    }
     if (!finished_) cycle_once();
   }
 }

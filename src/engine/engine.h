@@ -41,7 +41,9 @@ class Engine {
   // Queues operations (several at once for a group). Throws InvalidArgumentError
   // when a name is already in flight on this rank, and the engine's terminal error
   // (ShutdownError, PeerFailureError) once it has stopped.
-  void submit(std::vector<Entry> entries);
+  // `wake` false: the caller is about to wait (and so drive the cycles itself),
+  // the background thread need not be woken.
+  void submit(std::vector<Entry> entries, bool wake = true);
 
   // Stops the background thread after failing what is pending. Idempotent.
   void shutdown();
