@@ -49,7 +49,22 @@ const char* to_string(Compression compression) {
 
 namespace {
 
-// Calls back into the optimizer's state each time AccumulateGrad has run.
+// Runs before AccumulateGrad adds a new gradient: the place to refuse one that
+// would land in memory an allreduce is still working on.
+class GradientArrivingHook final : public ::torch::autograd::FunctionPreHook {
+ public:
+  explicit GradientArrivingHook(std::function<void()> on_arriving) : on_arriving_(std::move(on_arriving)) {}
+
+  ::torch::autograd::variable_list operator()(const ::torch::autograd::variable_list& grads) override {
+    on_arriving_();
+    return grads;
+  }
+
+ private:
+  std::function<void()> on_arriving_;
+};
+
+// Runs once AccumulateGrad has updated the parameter's gradient.
 class GradientReadyHook final : public ::torch::autograd::FunctionPostHook {
  public:
   explicit GradientReadyHook(std::function<void()> on_ready) : on_ready_(std::move(on_ready)) {}
@@ -109,7 +124,7 @@ class DistributedOptimizer::State : public std::enable_shared_from_this<State> {
 
   ~State() {
     for (Slot& slot : slots_) {
-      if (slot.accumulator) slot.accumulator->del_post_hook(slot.hook_key);
+      if (slot.accumulator) remove_hooks(slot);
       // Never free gradient memory under a running allreduce.
       if (slot.in_flight) {
         try {
@@ -130,8 +145,13 @@ class DistributedOptimizer::State : public std::enable_shared_from_this<State> {
                                    "' is not a leaf tensor that requires grad");
       }
       std::weak_ptr<State> weak = weak_from_this();
-      slot.hook_key = slot.accumulator->add_post_hook(std::make_unique<GradientReadyHook>([weak, i] {
-        if (auto state = weak.lock()) state->on_gradient(i);
+      auto arriving = std::make_unique<GradientArrivingHook>([weak, i] {
+        if (auto state = weak.lock()) state->before_gradient(i);
+      });
+      slot.pre_hook = arriving.get();
+      slot.accumulator->add_pre_hook(std::move(arriving));
+      slot.post_hook_key = slot.accumulator->add_post_hook(std::make_unique<GradientReadyHook>([weak, i] {
+        if (auto state = weak.lock()) state->after_gradient(i);
       }));
     }
   }
@@ -201,7 +221,8 @@ class DistributedOptimizer::State : public std::enable_shared_from_this<State> {
     // Held so that every graph built on the parameter reuses this node (the
     // parameter itself keeps only a weak reference) and so runs our hook.
     std::shared_ptr<::torch::autograd::Node> accumulator;
-    std::uintptr_t hook_key = 0;
+    const ::torch::autograd::FunctionPreHook* pre_hook = nullptr;
+    std::uintptr_t post_hook_key = 0;
     int passes_left = 1;
     bool in_flight = false;
     Handle handle;
@@ -236,16 +257,34 @@ class DistributedOptimizer::State : public std::enable_shared_from_this<State> {
     }
   }
 
-  void on_gradient(std::size_t index) {
+  static void remove_hooks(Slot& slot) {
+    slot.accumulator->del_post_hook(slot.post_hook_key);
+    auto& pre_hooks = slot.accumulator->pre_hooks();
+    for (auto it = pre_hooks.begin(); it != pre_hooks.end(); ++it) {
+      if (it->get() == slot.pre_hook) {
+        pre_hooks.erase(it);
+        break;
+      }
+    }
+  }
+
+  // Throwing here aborts backward before the gradient memory is touched.
+  void before_gradient(std::size_t index) {
     std::lock_guard lock(mutex_);
-    synchronized_ = false;
-    Slot& slot = slots_[index];
+    const Slot& slot = slots_[index];
     if (slot.in_flight) {
       throw InvalidArgumentError("DistributedOptimizer: parameter '" + slot.name +
                                  "' got another gradient while its allreduce was in flight; call step() (or "
                                  "synchronize()) after every " +
-                                 std::to_string(options_.backward_passes_per_step) + " backward pass(es)");
+                                 std::to_string(options_.backward_passes_per_step) +
+                                 " backward pass(es), as set by backward_passes_per_step");
     }
+  }
+
+  void after_gradient(std::size_t index) {
+    std::lock_guard lock(mutex_);
+    synchronized_ = false;
+    Slot& slot = slots_[index];
     if (--slot.passes_left == 0) start_allreduce(slot);
   }
 
