@@ -8,6 +8,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -43,12 +44,21 @@ class StoreClient {
   virtual void erase(const std::string& key) = 0;
 };
 
+// Limits a StoreServer enforces; the defaults suit a job, tests shorten them.
+struct StoreServerOptions {
+  // A connection that has not proved the secret by then is closed.
+  milliseconds handshake_timeout{10000};
+  // Connections beyond this are accepted and closed at once.
+  std::size_t max_connections = 4096;
+};
+
 // Runs on its own thread until destroyed. One malformed or unauthenticated client
 // only ever costs its own connection, which is closed and logged.
 class StoreServer {
  public:
   // Listens on `bind_host`:`port` (port 0 picks a free one).
-  StoreServer(std::string secret, const std::string& bind_host = "127.0.0.1", int port = 0);
+  StoreServer(std::string secret, const std::string& bind_host = "127.0.0.1", int port = 0,
+              StoreServerOptions options = {});
   ~StoreServer();
   StoreServer(const StoreServer&) = delete;
   StoreServer& operator=(const StoreServer&) = delete;

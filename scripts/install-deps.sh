@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages kolo builds, tests and demonstrates with, when
+# any is missing. Run as root (or with sudo available).
+set -euo pipefail
+
+packages=(
+  build-essential cmake ccache pkg-config
+  libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev
+  libgloo-dev libopenmpi-dev openmpi-bin
+  libtorch-dev python3-torch libopenblas0-pthread zlib1g-dev
+  dataset-fashion-mnist gnuplot-nox
+  iproute2 procps
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+  [[ "$status" == "install ok installed" ]] || missing+=("$p")
+done
+[[ ${#missing[@]} -eq 0 ]] && exit 0
+
+sudo=""
+[[ $(id -u) -eq 0 ]] || sudo="sudo"
+echo "kolo: installing ${missing[*]}" >&2
+$sudo apt-get update -q
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,24 @@
+#include "engine/config.h"
+
+#include "common/env.h"
+#include "kolo/error.h"
+
+namespace kolo::engine {
+
+EngineConfig EngineConfig::from_env() {
+  EngineConfig c;
+  auto threshold = env::get_int("KOLO_FUSION_THRESHOLD", static_cast<std::int64_t>(c.fusion_threshold));
+  if (threshold < 0) throw InvalidArgumentError("KOLO_FUSION_THRESHOLD must not be negative");
+  c.fusion_threshold = static_cast<std::size_t>(threshold);
+  if (auto cycle = env::get("KOLO_CYCLE_TIME")) {
+    double ms = env::parse_double(*cycle, "KOLO_CYCLE_TIME");
+    if (ms <= 0 || ms > 10000) throw InvalidArgumentError("KOLO_CYCLE_TIME must be in (0, 10000] milliseconds");
+    c.cycle_time = std::chrono::microseconds(static_cast<std::int64_t>(ms * 1000.0));
+  }
+  auto capacity = env::get_int("KOLO_CACHE_CAPACITY", static_cast<std::int64_t>(c.cache_capacity));
+  if (capacity < 0 || capacity > (1 << 20)) throw InvalidArgumentError("KOLO_CACHE_CAPACITY must be in [0, 1048576]");
+  c.cache_capacity = static_cast<std::size_t>(capacity);
+  return c;
+}
+
+}  // namespace kolo::engine

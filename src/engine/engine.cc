@@ -1,0 +1,291 @@
+// The negotiation cycle. Each cycle, on every rank:
+//  a) Take the operations user threads queued. Classify each: a cache hit raises
+//     its cache bit; a cached name with a different request invalidates that bit;
+//     everything else goes to the coordinator.
+//  b) One AND-allreduce over a byte vector agrees on: does anyone need the
+//     coordinator, is anyone shutting down, has anyone joined, which cache bits
+//     are raised on every rank, which bits someone invalidated.
+//  c) Cached responses raised everywhere run at once, in bit order.
+//  d) If anyone needs it: each rank sends its uncached requests to rank 0
+//     (gatherv), the coordinator answers with the operations now ready (broadcast).
+//  e) Every rank executes those responses in the same order (fusing allreduces)
+//     and stores them in the response cache, identically on every rank.
+// The steady state of training (same tensors every step) thus costs one small
+// allreduce per cycle besides the data itself.
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/logging.h"
+#include "common/wire.h"
+#include "engine/fusion.h"
+#include "kolo/error.h"
+
+namespace kolo::engine {
+namespace {
+
+// Layout of the agreement vector (AND = element-wise min over ranks).
+constexpr std::size_t kNoUncached = 0;  // 1 if this rank has nothing for the coordinator
+constexpr std::size_t kNoShutdown = 1;  // 1 if this rank is not shutting down
+constexpr std::size_t kNotJoined = 2;   // 1 if this rank has not joined
+constexpr std::size_t kBusy = 3;        // 1 if this rank has operations pending
+constexpr std::size_t kHeader = 4;      // then `slots` ready bits, then `slots` valid bits
+
+std::exception_ptr error_for(const Response& response) {
+  if (response.error_kind == ErrorKind::Mismatch) return std::make_exception_ptr(MismatchError(response.error));
+  return std::make_exception_ptr(InvalidArgumentError(response.error));
+}
+
+}  // namespace
+
+Engine::Engine(std::unique_ptr<comm::Communicator> comm, EngineConfig config)
+    : rank_(comm->rank()),
+      size_(comm->size()),
+      config_(config),
+      comm_(std::move(comm)),
+      cache_(config.cache_capacity),
+      coordinator_(size_),
+      executor_(*comm_) {
+  thread_ = std::thread([this] { loop(); });
+}
+
+Engine::~Engine() { shutdown(); }
+
+void Engine::submit(std::vector<Entry> entries) {
+  std::lock_guard lock(mutex_);
+  if (stopped_) std::rethrow_exception(stopped_);
+  if (shutdown_requested_) throw ShutdownError("kolo is shutting down");
+  std::set<std::string> names;
+  for (const auto& e : entries) {
+    if (in_flight_.count(e.request.name) || !names.insert(e.request.name).second)
+      throw InvalidArgumentError("an operation named '" + e.request.name +
+                                 "' is already in flight on this rank; wait for it or use another name");
+  }
+  for (auto& e : entries) {
+    in_flight_.insert(e.request.name);
+    queue_.push_back(std::move(e));
+  }
+  wake_.notify_one();
+}
+
+void Engine::shutdown() {
+  {
+    std::lock_guard lock(mutex_);
+    shutdown_requested_ = true;
+  }
+  wake_.notify_one();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Engine::loop() {
+  std::exception_ptr reason;
+  try {
+    while (run_cycle()) {
+    }
+    reason = std::make_exception_ptr(ShutdownError("kolo was shut down (a rank called kolo::shutdown())"));
+  } catch (const Error&) {
+    reason = std::current_exception();
+  } catch (const std::exception& e) {
+    reason = std::make_exception_ptr(Error(std::string("kolo background thread failed: ") + e.what()));
+  }
+  fail_everything(reason);
+}
+
+void Engine::fail_everything(std::exception_ptr error) {
+  std::vector<Entry> queued;
+  {
+    std::lock_guard lock(mutex_);
+    stopped_ = error;
+    queued.swap(queue_);
+    in_flight_.clear();
+  }
+  for (auto& e : queued) e.state->complete_part(error);
+  for (auto& [name, e] : entries_) e.state->complete_part(error);
+  entries_.clear();
+  try {
+    comm_->abort("kolo stopped");
+  } catch (...) {
+  }
+}
+
+void Engine::complete(const std::string& name, std::exception_ptr error) {
+  auto it = entries_.find(name);
+  if (it == entries_.end()) return;
+  auto state = std::move(it->second.state);
+  entries_.erase(it);
+  {
+    // Free the name before waking the waiter, so it may reuse it at once.
+    std::lock_guard lock(mutex_);
+    in_flight_.erase(name);
+  }
+  state->complete_part(error);
+}
+
+void Engine::accept(Entry entry) {
+  Request& request = entry.request;
+  if (request.op == OpType::Join) joined_ = true;
+  auto lookup = config_.cache_capacity > 0 && request.group.empty() ? cache_.lookup(request)
+                                                                     : ResponseCache::Lookup{};
+  if (lookup.outcome == ResponseCache::Outcome::Hit) {
+    cached_pending_.emplace_back(lookup.bit, request.name);
+  } else {
+    if (lookup.outcome == ResponseCache::Outcome::Conflict) invalidate_.push_back(lookup.bit);
+    uncached_.push_back(request);
+  }
+  std::string name = request.name;
+  entries_.emplace(std::move(name), std::move(entry));
+}
+
+bool Engine::run_cycle() {
+  bool shutting_down;
+  std::vector<Entry> fresh;
+  {
+    std::unique_lock lock(mutex_);
+    // Ranks with work go straight into negotiation, where they wait for peers in
+    // the communicator; idle ranks join every cycle_time. When every rank has
+    // work but none could progress (each waits for something the others have not
+    // submitted), all of them wait a cycle_time instead of spinning.
+    const bool go_now = !entries_.empty() && !stalled_;
+    wake_.wait_for(lock, config_.cycle_time,
+                   [&] { return !queue_.empty() || shutdown_requested_ || go_now; });
+    fresh.swap(queue_);
+    shutting_down = shutdown_requested_;
+  }
+  bool progressed = !fresh.empty();
+  for (auto& e : fresh) accept(std::move(e));
+
+  // b) Agree on the state of every rank.
+  const std::uint32_t slots = cache_.slots();
+  std::vector<std::uint8_t> agree(kHeader + 2 * slots, 0);
+  agree[kNoUncached] = uncached_.empty();
+  agree[kNoShutdown] = !shutting_down;
+  agree[kNotJoined] = !joined_;
+  agree[kBusy] = !entries_.empty();
+  for (const auto& [bit, name] : cached_pending_) agree[kHeader + bit] = 1;
+  std::fill(agree.begin() + kHeader + slots, agree.end(), 1);
+  for (auto bit : invalidate_) agree[kHeader + slots + bit] = 0;
+  invalidate_.clear();
+  comm_->allreduce(agree.data(), agree.data(), agree.size(), DataType::UInt8, ReduceOp::Min);
+
+  if (!agree[kNoShutdown]) return false;
+  const bool any_joined = !agree[kNotJoined];
+  bool coordinate_now = !agree[kNoUncached] || any_joined;
+
+  // Invalidated bits leave the cache everywhere; requests waiting on them, and all
+  // cached requests while a rank has joined, go through the coordinator instead.
+  for (std::uint32_t bit = 0; bit < slots; ++bit) {
+    if (agree[kHeader + slots + bit]) continue;
+    coordinate_now = true;
+    cache_.erase(bit);
+  }
+  std::vector<Response> cached_ready;
+  std::vector<std::pair<std::uint32_t, std::string>> still_pending;
+  for (auto& [bit, name] : cached_pending_) {
+    const bool valid = agree[kHeader + slots + bit] != 0;
+    if (!valid || any_joined) {
+      uncached_.push_back(entries_.at(name).request);
+    } else if (!agree[kHeader + bit]) {
+      still_pending.emplace_back(bit, name);
+    }
+  }
+  // c) Cached responses ready everywhere, in bit order (the same on every rank).
+  if (!any_joined) {
+    for (std::uint32_t bit = 0; bit < slots; ++bit) {
+      if (agree[kHeader + bit] && agree[kHeader + slots + bit]) {
+        cached_ready.push_back(cache_.response(bit));
+        cache_.touch(bit);
+      }
+    }
+  }
+  cached_pending_ = std::move(still_pending);
+  progressed |= !cached_ready.empty();
+  execute(cached_ready, false);
+
+  // d, e) The coordinator's round.
+  if (coordinate_now) {
+    auto responses = coordinate();
+    progressed |= !responses.empty();
+    execute(responses, !any_joined);
+    requeue_evicted();
+  }
+  stalled_ = agree[kBusy] && !progressed;
+  return true;
+}
+
+std::vector<Response> Engine::coordinate() {
+  const auto mine = encode_requests(uncached_);
+  uncached_.clear();
+
+  std::uint64_t my_len = mine.size();
+  std::vector<std::uint64_t> lens(size_);
+  std::vector<std::size_t> eight(size_, sizeof(std::uint64_t));
+  comm_->allgatherv(&my_len, sizeof my_len, lens.data(), eight);
+  std::vector<std::size_t> lengths(lens.begin(), lens.end());
+
+  std::vector<std::uint8_t> gathered;
+  if (rank_ == 0) {
+    std::size_t total = 0;
+    for (auto l : lengths) total += l;
+    gathered.resize(total);
+  }
+  comm_->gatherv(mine.data(), mine.size(), rank_ == 0 ? gathered.data() : nullptr, lengths, 0);
+
+  std::vector<std::uint8_t> answer;
+  if (rank_ == 0) {
+    std::size_t offset = 0;
+    for (int r = 0; r < size_; ++r) {
+      std::span<const std::uint8_t> part(gathered.data() + offset, lengths[r]);
+      offset += lengths[r];
+      try {
+        coordinator_.add(r, decode_requests(part));
+      } catch (const wire::WireError& e) {
+        throw PeerFailureError(r, "rank " + std::to_string(r) + " sent a malformed request list: " + e.what());
+      }
+    }
+    answer = encode_responses(coordinator_.take_ready());
+  }
+  std::uint64_t answer_len = answer.size();
+  comm_->broadcast(&answer_len, sizeof answer_len, 0);
+  answer.resize(answer_len);
+  comm_->broadcast(answer.data(), answer.size(), 0);
+  try {
+    return decode_responses(answer);
+  } catch (const wire::WireError& e) {
+    throw PeerFailureError(0, std::string("the coordinator sent a malformed response list: ") + e.what());
+  }
+}
+
+void Engine::execute(const std::vector<Response>& responses, bool store_in_cache) {
+  for (const auto& batch : plan_batches(responses, config_.fusion_threshold)) {
+    std::vector<const Response*> parts;
+    for (auto i : batch) parts.push_back(&responses[i]);
+    const Response& first = *parts.front();
+    if (first.error_kind != ErrorKind::None) {
+      for (const auto& name : first.names) complete(name, error_for(first));
+      continue;
+    }
+    executor_.run(parts, entries_);
+    for (const Response* r : parts) {
+      if (store_in_cache && ResponseCache::cacheable(*r)) {
+        if (auto it = entries_.find(r->names[0]); it != entries_.end() && it->second.request.group.empty())
+          cache_.put(it->second.request, *r);
+      }
+      if (r->op == OpType::Join) joined_ = false;
+      for (const auto& name : r->names) complete(name, nullptr);
+    }
+  }
+}
+
+void Engine::requeue_evicted() {
+  // A cache insertion may have evicted a bit this rank was waiting on; every rank
+  // evicts the same bits, so all of them send those requests again.
+  std::vector<std::pair<std::uint32_t, std::string>> kept;
+  for (auto& [bit, name] : cached_pending_) {
+    if (cache_.holds(bit, name)) kept.emplace_back(bit, name);
+    else uncached_.push_back(entries_.at(name).request);
+  }
+  cached_pending_ = std::move(kept);
+}
+
+}  // namespace kolo::engine

@@ -1,0 +1,86 @@
+// The engine: one background thread per process that negotiates and executes
+// every collective. Threading model:
+//  - User threads only call submit() (and read Handles): they append to a queue
+//    under `mutex_` and never touch the communicator.
+//  - The background thread owns everything else (entries, cache, coordinator,
+//    executor, communicator) and runs one negotiation cycle after another.
+//  - shutdown() asks the thread to stop; the ranks agree on it in the next cycle,
+//    every pending operation fails with ShutdownError, and the thread exits.
+// The cycle itself is described in engine.cc and docs/architecture.md.
+#pragma once
+
+#include <condition_variable>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "engine/config.h"
+#include "engine/coordinator.h"
+#include "engine/entry.h"
+#include "engine/executor.h"
+#include "engine/response_cache.h"
+
+namespace kolo::engine {
+
+class Engine {
+ public:
+  Engine(std::unique_ptr<comm::Communicator> comm, EngineConfig config);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Queues operations (several at once for a group). Throws InvalidArgumentError
+  // when a name is already in flight on this rank, and the engine's terminal error
+  // (ShutdownError, PeerFailureError) once it has stopped.
+  void submit(std::vector<Entry> entries);
+
+  // Stops the background thread after failing what is pending. Idempotent.
+  void shutdown();
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+ private:
+  void loop();
+  // One negotiation cycle; false when the job is shutting down.
+  bool run_cycle();
+  void accept(Entry entry);
+  std::vector<Response> coordinate();
+  void execute(const std::vector<Response>& responses, bool store_in_cache);
+  void complete(const std::string& name, std::exception_ptr error);
+  void fail_everything(std::exception_ptr error);
+  void requeue_evicted();
+
+  const int rank_;
+  const int size_;
+  const EngineConfig config_;
+  std::unique_ptr<comm::Communicator> comm_;
+
+  // Shared with user threads, guarded by mutex_.
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::vector<Entry> queue_;
+  std::set<std::string> in_flight_;
+  bool shutdown_requested_ = false;
+  std::exception_ptr stopped_;  // set once the thread has stopped: what later submits throw
+
+  // Background thread only.
+  EntryMap entries_;
+  std::vector<Request> uncached_;           // to send to the coordinator next
+  std::vector<std::pair<std::uint32_t, std::string>> cached_pending_;  // bit, name
+  std::vector<std::uint32_t> invalidate_;   // cache bits this rank found stale
+  bool joined_ = false;
+  bool stalled_ = false;  // every rank had work and nothing progressed last cycle
+  ResponseCache cache_;
+  Coordinator coordinator_;  // used on rank 0 only
+  Executor executor_;
+
+  std::thread thread_;
+};
+
+}  // namespace kolo::engine

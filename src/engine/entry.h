@@ -1,0 +1,19 @@
+// One tensor operation submitted on this rank and not yet completed.
+#pragma once
+
+#include <memory>
+
+#include "engine/messages.h"
+#include "engine/op_state.h"
+#include "kolo/types.h"
+
+namespace kolo::engine {
+
+struct Entry {
+  Request request;
+  Tensor input;   // null data for barrier and join
+  Tensor output;  // allreduce and broadcast write here (equal to input when in place)
+  std::shared_ptr<detail::OpState> state;
+};
+
+}  // namespace kolo::engine

@@ -1,0 +1,163 @@
+#include "engine/executor.h"
+
+#include <cstring>
+#include <numeric>
+
+#include "common/reduce.h"
+#include "kolo/error.h"
+
+namespace kolo::engine {
+namespace {
+
+std::int64_t row_elements(const Shape& shape) {
+  return num_elements(Shape(shape.begin() + 1, shape.end()));
+}
+
+Entry& entry_for(EntryMap& entries, const Response& response) {
+  auto it = entries.find(response.names[0]);
+  if (it == entries.end())
+    throw InvalidArgumentError("internal: no local operation named '" + response.names[0] + "' for " +
+                               to_string(response.op));
+  return it->second;
+}
+
+}  // namespace
+
+void Executor::run(const std::vector<const Response*>& batch, EntryMap& entries) {
+  const Response& first = *batch.front();
+  switch (first.op) {
+    case OpType::Allreduce: allreduce(batch, entries); break;
+    case OpType::Allgather: allgather(first, entry_for(entries, first)); break;
+    case OpType::Broadcast: broadcast(first, entry_for(entries, first)); break;
+    case OpType::Alltoall: alltoall(first, entry_for(entries, first)); break;
+    case OpType::Reducescatter: reducescatter(first, entry_for(entries, first)); break;
+    case OpType::Barrier: break;  // negotiation itself synchronized the ranks
+    case OpType::Join:
+      if (auto it = entries.find(first.names[0]); it != entries.end()) it->second.state->last_joined = first.last_joined;
+      break;
+  }
+}
+
+std::byte* Executor::fusion_buffer(std::size_t bytes) {
+  if (fusion_.size() < bytes) fusion_.resize(bytes);
+  return fusion_.data();
+}
+
+void Executor::finish_reduction(void* data, std::size_t count, DataType dtype, ReduceOp op, double postscale) {
+  if (op == ReduceOp::Average && !is_floating_point(dtype)) {
+    divide_integer(data, count, dtype, comm_.size());
+    return;
+  }
+  double factor = postscale;
+  if (op == ReduceOp::Average) factor /= comm_.size();
+  if (factor != 1.0) scale(data, count, dtype, factor);
+}
+
+void Executor::allreduce(const std::vector<const Response*>& batch, EntryMap& entries) {
+  const Response& first = *batch.front();
+  const DataType dtype = first.dtype;
+  const std::size_t esize = element_size(dtype);
+  const ReduceOp wire_op = first.reduce_op == ReduceOp::Average ? ReduceOp::Sum : first.reduce_op;
+
+  // Every name of the batch with its local entry (null when this rank has joined).
+  struct Part {
+    Entry* entry;
+    std::size_t count;
+  };
+  std::vector<Part> parts;
+  std::size_t total = 0;
+  for (const Response* r : batch) {
+    for (std::size_t i = 0; i < r->names.size(); ++i) {
+      auto it = entries.find(r->names[i]);
+      std::size_t count = static_cast<std::size_t>(r->sizes[i]);
+      parts.push_back({it == entries.end() ? nullptr : &it->second, count});
+      total += count;
+    }
+  }
+
+  // A single tensor is reduced in its output directly; several go through the
+  // fusion buffer so that the communicator is called once.
+  std::byte* data;
+  const bool direct = parts.size() == 1 && parts[0].entry != nullptr;
+  if (direct) {
+    Entry& e = *parts[0].entry;
+    data = static_cast<std::byte*>(e.output.data);
+    if (e.output.data != e.input.data && total > 0) std::memcpy(e.output.data, e.input.data, total * esize);
+  } else {
+    data = fusion_buffer(total * esize);
+    std::size_t offset = 0;
+    for (const Part& p : parts) {
+      if (p.entry) std::memcpy(data + offset, p.entry->input.data, p.count * esize);
+      else std::memset(data + offset, 0, p.count * esize);
+      offset += p.count * esize;
+    }
+  }
+
+  if (first.prescale != 1.0) scale(data, total, dtype, first.prescale);
+  comm_.allreduce(data, data, total, dtype, wire_op);
+  finish_reduction(data, total, dtype, first.reduce_op, first.postscale);
+
+  if (!direct) {
+    std::size_t offset = 0;
+    for (const Part& p : parts) {
+      if (p.entry) std::memcpy(p.entry->output.data, data + offset, p.count * esize);
+      offset += p.count * esize;
+    }
+  }
+}
+
+void Executor::allgather(const Response& response, Entry& entry) {
+  const int n = comm_.size();
+  const std::size_t row_bytes = static_cast<std::size_t>(row_elements(response.shape)) * element_size(response.dtype);
+  std::vector<std::size_t> recv_bytes(n);
+  std::int64_t rows = 0;
+  for (int r = 0; r < n; ++r) {
+    recv_bytes[r] = static_cast<std::size_t>(response.rank_rows[r]) * row_bytes;
+    rows += response.rank_rows[r];
+  }
+  Shape shape = entry.request.shape;
+  shape[0] = rows;
+  Buffer out(response.dtype, shape);
+  comm_.allgatherv(entry.input.data, recv_bytes[comm_.rank()], out.data(), recv_bytes);
+  entry.state->output = std::move(out);
+}
+
+void Executor::broadcast(const Response& response, Entry& entry) {
+  comm_.broadcast(entry.output.data, entry.output.nbytes(), response.root);
+}
+
+void Executor::alltoall(const Response& response, Entry& entry) {
+  const int n = comm_.size();
+  const int me = comm_.rank();
+  const std::size_t row_bytes = static_cast<std::size_t>(row_elements(response.shape)) * element_size(response.dtype);
+  std::vector<std::size_t> send_bytes(n), recv_bytes(n);
+  std::vector<std::int64_t> received(n);
+  for (int r = 0; r < n; ++r) {
+    send_bytes[r] = static_cast<std::size_t>(response.rank_rows[me * n + r]) * row_bytes;
+    received[r] = response.rank_rows[r * n + me];
+    recv_bytes[r] = static_cast<std::size_t>(received[r]) * row_bytes;
+  }
+  Shape shape = entry.request.shape;
+  shape[0] = std::accumulate(received.begin(), received.end(), std::int64_t{0});
+  Buffer out(response.dtype, shape);
+  comm_.alltoallv(entry.input.data, send_bytes, out.data(), recv_bytes);
+  entry.state->output = std::move(out);
+  entry.state->received_splits = std::move(received);
+}
+
+void Executor::reducescatter(const Response& response, Entry& entry) {
+  const int n = comm_.size();
+  const std::int64_t rows = response.shape[0];
+  const std::size_t row = static_cast<std::size_t>(row_elements(response.shape));
+  std::vector<std::size_t> counts(n);
+  for (int r = 0; r < n; ++r) counts[r] = static_cast<std::size_t>(rows / n + (r < rows % n ? 1 : 0)) * row;
+  Shape shape = response.shape;
+  shape[0] = rows / n + (comm_.rank() < rows % n ? 1 : 0);
+  Buffer out(response.dtype, shape);
+  const ReduceOp wire_op = response.reduce_op == ReduceOp::Average ? ReduceOp::Sum : response.reduce_op;
+  comm_.reduce_scatter(entry.input.data, out.data(), counts, response.dtype, wire_op);
+  finish_reduction(out.data(), counts[comm_.rank()], response.dtype, response.reduce_op, 1.0);
+  entry.state->output = std::move(out);
+}
+
+}  // namespace kolo::engine

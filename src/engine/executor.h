@@ -1,0 +1,40 @@
+// Executes negotiated responses on the communicator: copies tensors into and out
+// of the fusion buffer, applies scale factors, allocates outputs.
+#pragma once
+
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "engine/entry.h"
+
+namespace kolo::engine {
+
+using EntryMap = std::unordered_map<std::string, Entry>;
+
+class Executor {
+ public:
+  explicit Executor(comm::Communicator& comm) : comm_(comm) {}
+
+  // Runs one batch: a single response, or several fused allreduce responses.
+  // Entries this rank does not hold (it has joined) contribute zeros. Results are
+  // written to the entries' outputs and states; completing them is the caller's
+  // job. Communicator failures propagate as kolo::Error.
+  void run(const std::vector<const Response*>& batch, EntryMap& entries);
+
+ private:
+  void allreduce(const std::vector<const Response*>& batch, EntryMap& entries);
+  void allgather(const Response& response, Entry& entry);
+  void broadcast(const Response& response, Entry& entry);
+  void alltoall(const Response& response, Entry& entry);
+  void reducescatter(const Response& response, Entry& entry);
+  // Divides by the job size (Average) and applies postscale.
+  void finish_reduction(void* data, std::size_t count, DataType dtype, ReduceOp op, double postscale);
+  std::byte* fusion_buffer(std::size_t bytes);
+
+  comm::Communicator& comm_;
+  std::vector<std::byte> fusion_;
+};
+
+}  // namespace kolo::engine

@@ -1,0 +1,31 @@
+#include "engine/op_state.h"
+
+namespace kolo::detail {
+
+void OpState::complete_part(std::exception_ptr error) {
+  std::lock_guard lock(mutex_);
+  if (error && !error_) error_ = error;
+  if (--parts_ > 0) return;
+  done_ = true;
+  cv_.notify_all();
+}
+
+bool OpState::done() const {
+  std::lock_guard lock(mutex_);
+  return done_;
+}
+
+bool OpState::wait_until(std::chrono::steady_clock::time_point deadline) const {
+  std::unique_lock lock(mutex_);
+  if (!cv_.wait_until(lock, deadline, [&] { return done_; })) return false;
+  if (error_) std::rethrow_exception(error_);
+  return true;
+}
+
+void OpState::wait() const {
+  std::unique_lock lock(mutex_);
+  cv_.wait(lock, [&] { return done_; });
+  if (error_) std::rethrow_exception(error_);
+}
+
+}  // namespace kolo::detail

@@ -1,0 +1,46 @@
+// The shared state behind a Handle: written by the background thread, waited on
+// by the user's threads.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "kolo/types.h"
+
+namespace kolo::detail {
+
+class OpState {
+ public:
+  // `parts`: how many tensors must complete before the operation has (a grouped
+  // allreduce has one part per tensor).
+  explicit OpState(std::string name, int parts = 1) : name_(std::move(name)), parts_(parts) {}
+
+  const std::string& name() const { return name_; }
+
+  // Marks one part finished; the first error wins. Wakes waiters on the last part.
+  void complete_part(std::exception_ptr error = nullptr);
+
+  bool done() const;
+  // Blocks until done or `deadline`; returns false on timeout. Rethrows the error.
+  bool wait_until(std::chrono::steady_clock::time_point deadline) const;
+  void wait() const;
+
+  // Results filled by the background thread before the last complete_part().
+  Buffer output;
+  std::vector<std::int64_t> received_splits;
+  int last_joined = -1;
+
+ private:
+  const std::string name_;
+  mutable std::mutex mutex_;
+  mutable std::condition_variable cv_;
+  int parts_;
+  bool done_ = false;
+  std::exception_ptr error_;
+};
+
+}  // namespace kolo::detail

@@ -1,0 +1,81 @@
+// TCP socket helpers shared by the store and anything else that talks over
+// loopback or the job's network: an owning fd, listen/connect, and blocking I/O
+// with deadlines. Every call retries on EINTR and never raises SIGPIPE.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <stdexcept>
+
+namespace kolo::net {
+
+using Clock = std::chrono::steady_clock;
+using Deadline = Clock::time_point;
+
+// Owns a file descriptor; closes it on destruction.
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() { reset(); }
+  Fd(Fd&& other) noexcept : fd_(other.release()) {}
+  Fd& operator=(Fd&& other) noexcept {
+    if (this != &other) reset(other.release());
+    return *this;
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int release() {
+    int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+  void reset(int fd = -1);
+
+ private:
+  int fd_ = -1;
+};
+
+// Raised by the helpers below. `timed_out` distinguishes a passed deadline from a
+// broken connection; `closed` an orderly close by the peer.
+class SocketError : public std::runtime_error {
+ public:
+  enum class Kind { Failed, TimedOut, Closed };
+  SocketError(Kind kind, const std::string& what) : std::runtime_error(what), kind_(kind) {}
+  Kind kind() const { return kind_; }
+
+ private:
+  Kind kind_;
+};
+
+// A non-blocking listening socket on host:port (port 0 picks a free one), with
+// SO_REUSEADDR and close-on-exec.
+Fd listen_tcp(const std::string& host, int port, int backlog);
+int local_port(int fd);
+// "address:port" of the other end, or "unknown peer".
+std::string peer_address(int fd);
+
+// Connects once, giving up at `deadline`. Throws SocketError (Failed for refused or
+// unreachable, TimedOut when the deadline passes first). The returned socket is
+// blocking, close-on-exec, with TCP_NODELAY.
+Fd connect_tcp(const std::string& host, int port, Deadline deadline);
+// Retries connect_tcp with backoff until `deadline`, for servers that may not
+// listen yet.
+Fd connect_tcp_retrying(const std::string& host, int port, Deadline deadline);
+
+// Blocking I/O that gives up at `deadline` (Deadline::max() waits forever).
+void write_all(int fd, const void* data, std::size_t size, Deadline deadline);
+void read_exact(int fd, void* data, std::size_t size, Deadline deadline);
+
+void set_nonblocking(int fd);
+void set_no_delay(int fd);
+
+// Deadline `timeout` from now, saturating instead of overflowing for huge timeouts.
+Deadline deadline_after(std::chrono::milliseconds timeout);
+
+}  // namespace kolo::net

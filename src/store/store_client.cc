@@ -1,0 +1,257 @@
+// StoreClient over TCP: one authenticated connection, one request in flight at a
+// time (a mutex serializes callers). Any transport failure leaves the connection
+// out of step with the server, so the client marks itself broken and every later
+// call fails the same way.
+#include <cstring>
+#include <mutex>
+#include <type_traits>
+
+#include "common/hmac.h"
+#include "common/wire.h"
+#include "kolo/error.h"
+#include "net/socket.h"
+#include "store/store.h"
+#include "store/store_protocol.h"
+
+namespace kolo::store {
+namespace {
+
+namespace proto = protocol;
+using net::Deadline;
+
+// How long a healthy store may take to answer, on top of a request's own timeout.
+constexpr milliseconds kReplyGrace{60000};
+// The handshake gets at least this long even when connecting used up the timeout.
+constexpr milliseconds kMinHandshakeTime{5000};
+
+std::uint32_t to_wire_timeout(milliseconds timeout) {
+  if (timeout.count() <= 0) return 0;
+  return static_cast<std::uint32_t>(std::min<std::int64_t>(timeout.count(), UINT32_MAX - 1));
+}
+
+void check_key(const std::string& key) {
+  if (key.size() > proto::kMaxKey) {
+    throw InvalidArgumentError("store key of " + std::to_string(key.size()) + " bytes exceeds the limit of " +
+                               std::to_string(proto::kMaxKey) + " bytes");
+  }
+}
+
+void check_keys(const std::vector<std::string>& keys) {
+  if (keys.size() > proto::kMaxKeysPerRequest) {
+    throw InvalidArgumentError("store request for " + std::to_string(keys.size()) +
+                               " keys exceeds the limit of " + std::to_string(proto::kMaxKeysPerRequest));
+  }
+  for (const auto& key : keys) check_key(key);
+}
+
+wire::Writer start_request(proto::Opcode op) {
+  wire::Writer w;
+  w.bytes().reserve(64);  // also keeps GCC 12 from a false -Wstringop-overflow on the first insert
+  w.put<std::uint32_t>(0);  // length, filled in by send
+  w.put(op);
+  return w;
+}
+
+void put_keys(wire::Writer& w, const std::vector<std::string>& keys) {
+  w.put<std::uint32_t>(static_cast<std::uint32_t>(keys.size()));
+  for (const auto& key : keys) w.put_string(key);
+}
+
+class TcpStoreClient final : public StoreClient {
+ public:
+  TcpStoreClient(net::Fd fd, std::string where) : fd_(std::move(fd)), where_(std::move(where)) {}
+
+  void set(const std::string& key, const Bytes& value) override {
+    check_key(key);
+    if (value.size() > proto::kMaxValue) {
+      throw InvalidArgumentError("store value of " + std::to_string(value.size()) + " bytes for key '" + key +
+                                 "' exceeds the limit of " + std::to_string(proto::kMaxValue) + " bytes");
+    }
+    wire::Writer w = start_request(proto::Opcode::Set);
+    w.put_string(key);
+    w.put_bytes(value);
+    expect_ok(call(std::move(w), milliseconds(0)), "set");
+  }
+
+  Bytes get(const std::string& key, milliseconds timeout) override {
+    check_key(key);
+    wire::Writer w = start_request(proto::Opcode::Get);
+    w.put_string(key);
+    w.put(to_wire_timeout(timeout));
+    Reply reply = call(std::move(w), timeout);
+    if (reply.status == proto::Status::Timeout) {
+      throw TimeoutError("store get: key '" + key + "' did not appear within " + std::to_string(timeout.count()) +
+                         " ms");
+    }
+    expect_ok(reply, "get");
+    return parse(reply, [](wire::Reader& r) {
+      auto value = r.get_bytes(proto::kMaxValue);
+      return Bytes(value.begin(), value.end());
+    });
+  }
+
+  std::int64_t add(const std::string& key, std::int64_t delta) override {
+    check_key(key);
+    wire::Writer w = start_request(proto::Opcode::Add);
+    w.put_string(key);
+    w.put(delta);
+    Reply reply = call(std::move(w), milliseconds(0));
+    expect_ok(reply, "add");
+    return parse(reply, [](wire::Reader& r) { return r.get<std::int64_t>(); });
+  }
+
+  void wait(const std::vector<std::string>& keys, milliseconds timeout) override {
+    check_keys(keys);
+    wire::Writer w = start_request(proto::Opcode::Wait);
+    put_keys(w, keys);
+    w.put(to_wire_timeout(timeout));
+    Reply reply = call(std::move(w), timeout);
+    if (reply.status == proto::Status::Timeout) {
+      throw TimeoutError("store wait: " + std::to_string(keys.size()) + " key(s)" +
+                         (keys.empty() ? std::string() : " starting with '" + keys.front() + "'") +
+                         " did not all appear within " + std::to_string(timeout.count()) + " ms");
+    }
+    expect_ok(reply, "wait");
+  }
+
+  bool check(const std::vector<std::string>& keys) override {
+    check_keys(keys);
+    wire::Writer w = start_request(proto::Opcode::Check);
+    put_keys(w, keys);
+    Reply reply = call(std::move(w), milliseconds(0));
+    expect_ok(reply, "check");
+    return parse(reply, [](wire::Reader& r) { return r.get<std::uint8_t>() != 0; });
+  }
+
+  void erase(const std::string& key) override {
+    check_key(key);
+    wire::Writer w = start_request(proto::Opcode::Delete);
+    w.put_string(key);
+    Reply reply = call(std::move(w), milliseconds(0));
+    expect_ok(reply, "erase");
+    parse(reply, [](wire::Reader& r) { return r.get<std::uint8_t>(); });
+  }
+
+ private:
+  struct Reply {
+    proto::Status status;
+    std::vector<std::uint8_t> payload;  // after the status byte
+  };
+
+  // Sends one request and reads its reply. `server_wait` is how long the server
+  // may legitimately hold the request before answering.
+  Reply call(wire::Writer request, milliseconds server_wait) {
+    std::vector<std::uint8_t>& bytes = request.bytes();
+    const auto length = static_cast<std::uint32_t>(bytes.size() - 4);
+    std::memcpy(bytes.data(), &length, sizeof(length));
+
+    std::lock_guard lock(mutex_);
+    if (broken_) throw PeerFailureError(-1, "the kolo store connection to " + where_ + " failed earlier: " + broken_why_);
+    try {
+      const Deadline deadline = net::deadline_after(std::max(server_wait, milliseconds(0)) + kReplyGrace);
+      net::write_all(fd_.get(), bytes.data(), bytes.size(), deadline);
+      std::uint32_t reply_length = 0;
+      net::read_exact(fd_.get(), &reply_length, sizeof(reply_length), deadline);
+      if (reply_length < 1 || reply_length > proto::kMaxFrame) {
+        fail("the store sent a reply of " + std::to_string(reply_length) + " bytes");
+      }
+      std::vector<std::uint8_t> payload(reply_length);
+      net::read_exact(fd_.get(), payload.data(), payload.size(), deadline);
+      const auto status = static_cast<proto::Status>(payload[0]);
+      if (status != proto::Status::Ok && status != proto::Status::Timeout && status != proto::Status::Error) {
+        fail("the store sent an unknown status " + std::to_string(payload[0]));
+      }
+      payload.erase(payload.begin());
+      return Reply{status, std::move(payload)};
+    } catch (const net::SocketError& e) {
+      if (e.kind() == net::SocketError::Kind::Closed) {
+        fail("the kolo store at " + where_ + " closed the connection (did kolorun or the store exit?)");
+      }
+      if (e.kind() == net::SocketError::Kind::TimedOut) {
+        fail("the kolo store at " + where_ + " did not answer within " +
+             std::to_string((server_wait + kReplyGrace).count()) + " ms");
+      }
+      fail("lost the connection to the kolo store at " + where_ + ": " + e.what());
+    }
+  }
+
+  // Marks the connection unusable and throws. Called with mutex_ held.
+  [[noreturn]] void fail(const std::string& why) {
+    broken_ = true;
+    broken_why_ = why;
+    throw PeerFailureError(-1, why);
+  }
+
+  void expect_ok(const Reply& reply, const char* what) {
+    if (reply.status == proto::Status::Ok) return;
+    if (reply.status == proto::Status::Error) {
+      std::string message = parse(reply, [](wire::Reader& r) { return r.get_string(proto::kMaxFrame); });
+      throw InvalidArgumentError(message);
+    }
+    std::lock_guard lock(mutex_);
+    fail(std::string("the kolo store answered a ") + what + " request with an unexpected status");
+  }
+
+  template <typename Parse>
+  std::invoke_result_t<Parse, wire::Reader&> parse(const Reply& reply, Parse&& parse_fields) {
+    try {
+      wire::Reader r(reply.payload);
+      auto result = parse_fields(r);
+      r.expect_done();
+      return result;
+    } catch (const wire::WireError& e) {
+      std::lock_guard lock(mutex_);
+      fail("the kolo store at " + where_ + " sent a malformed reply: " + e.what());
+    }
+  }
+
+  std::mutex mutex_;
+  net::Fd fd_;
+  const std::string where_;
+  bool broken_ = false;
+  std::string broken_why_;
+};
+
+// Reads the server's challenge and proves the secret. Throws on refusal.
+void authenticate(int fd, const std::string& secret, const std::string& where, Deadline deadline) {
+  std::array<std::uint8_t, proto::kMagic.size() + proto::kNonceSize> challenge;
+  std::uint8_t verdict = proto::kHandshakeRefused;
+  try {
+    net::read_exact(fd, challenge.data(), challenge.size(), deadline);
+    if (!std::equal(proto::kMagic.begin(), proto::kMagic.end(), challenge.begin())) {
+      throw PeerFailureError(-1, where + " is not a kolo store (wrong greeting); check KOLO_STORE_ADDR");
+    }
+    const auto key = std::span(reinterpret_cast<const std::uint8_t*>(secret.data()), secret.size());
+    const auto mac = crypto::hmac_sha256(key, std::span(challenge).subspan(proto::kMagic.size()));
+    net::write_all(fd, mac.data(), mac.size(), deadline);
+    net::read_exact(fd, &verdict, 1, deadline);
+  } catch (const net::SocketError& e) {
+    throw PeerFailureError(-1, "handshake with the kolo store at " + where + " failed: " + e.what() +
+                                   " (a wrong KOLO_SECRET also ends the connection)");
+  }
+  if (verdict != proto::kHandshakeAccepted) {
+    throw InvalidArgumentError("the store at " + where +
+                               " refused the job secret: KOLO_SECRET does not match the secret of the job "
+                               "whose kolorun started this store");
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<StoreClient> StoreClient::connect(const std::string& host, int port, const std::string& secret,
+                                                  milliseconds timeout) {
+  const std::string where = host + ":" + std::to_string(port);
+  if (secret.empty()) throw InvalidArgumentError("connecting to the kolo store at " + where + " needs the job secret (KOLO_SECRET)");
+  const Deadline deadline = net::deadline_after(timeout);
+  net::Fd fd;
+  try {
+    fd = net::connect_tcp_retrying(host, port, deadline);
+  } catch (const net::SocketError& e) {
+    throw PeerFailureError(-1, "cannot reach the kolo store at " + where + " within " +
+                                   std::to_string(timeout.count()) + " ms: " + e.what());
+  }
+  authenticate(fd.get(), secret, where, std::max(deadline, net::deadline_after(kMinHandshakeTime)));
+  return std::make_unique<TcpStoreClient>(std::move(fd), where);
+}
+
+}  // namespace kolo::store

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs kolo from BUILD_DIR into a temporary prefix, builds the consumer project
+# against it with find_package(kolo), and runs it under the installed kolorun.
+set -euo pipefail
+build_dir=$1
+source_dir=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cmake --install "$build_dir" --prefix "$work/prefix" >/dev/null
+cmake -S "$source_dir/tests/install/consumer" -B "$work/build" -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
+cmake --build "$work/build" >/dev/null
+test -x "$work/prefix/bin/kolorun"
+"$work/prefix/bin/kolorun" -np 2 "$work/build/consumer" | tee "$work/out"
+grep -q '^\[0\]<stdout>:consumer: rank 0 of 2, sum 42.0$' "$work/out"
+grep -q '^\[1\]<stdout>:consumer: rank 1 of 2, sum 42.0$' "$work/out"
+echo "install check passed"

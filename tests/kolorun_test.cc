@@ -1,0 +1,573 @@
+// kolorun, run as a real subprocess: output tagging, the ranks' environment,
+// failure and signal handling, timeouts, and its answers to bad input.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#ifndef KOLORUN_PATH
+#error "tests/CMakeLists.txt defines KOLORUN_PATH as the kolorun binary"
+#endif
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+struct RunResult {
+  bool exited = false;
+  int exit_code = -1;
+  int signal = 0;
+  bool timed_out = false;
+  std::string out, err;
+  std::chrono::milliseconds elapsed{0};
+};
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::stringstream stream(text);
+  for (std::string line; std::getline(stream, line);) lines.push_back(line);
+  return lines;
+}
+
+// kolorun started as a child of the test, with its stdout and stderr captured.
+// It dies with the test (PR_SET_PDEATHSIG), and its ranks die with it.
+class KolorunProcess {
+ public:
+  explicit KolorunProcess(const std::vector<std::string>& args) {
+    int out[2], err[2];
+    if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) throw std::runtime_error("pipe2 failed");
+    std::vector<std::string> storage{KOLORUN_PATH};
+    storage.insert(storage.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& arg : storage) argv.push_back(arg.data());
+    argv.push_back(nullptr);
+    start_ = Clock::now();
+    pid_ = fork();
+    if (pid_ == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      dup2(out[1], STDOUT_FILENO);
+      dup2(err[1], STDERR_FILENO);
+      execv(KOLORUN_PATH, argv.data());
+      _exit(99);
+    }
+    close(out[1]);
+    close(err[1]);
+    out_fd_ = out[0];
+    err_fd_ = err[0];
+  }
+
+  ~KolorunProcess() {
+    if (pid_ > 0 && !reaped_) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    if (out_fd_ >= 0) close(out_fd_);
+    if (err_fd_ >= 0) close(err_fd_);
+  }
+
+  pid_t pid() const { return pid_; }
+
+  // Collects output until kolorun exits and closes its pipes; kills it at `timeout`.
+  RunResult wait(std::chrono::milliseconds timeout) {
+    RunResult result;
+    const auto deadline = Clock::now() + timeout;
+    while (out_fd_ >= 0 || err_fd_ >= 0) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      if (left <= 0) {
+        result.timed_out = true;
+        kill(pid_, SIGKILL);
+        break;
+      }
+      pollfd fds[2] = {{out_fd_, POLLIN, 0}, {err_fd_, POLLIN, 0}};
+      if (poll(fds, 2, static_cast<int>(left)) <= 0) continue;
+      drain(fds[0], out_fd_, result.out);
+      drain(fds[1], err_fd_, result.err);
+    }
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    reaped_ = true;
+    result.elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start_);
+    result.exited = WIFEXITED(status);
+    result.exit_code = result.exited ? WEXITSTATUS(status) : -1;
+    result.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+    return result;
+  }
+
+ private:
+  static void drain(const pollfd& p, int& fd, std::string& into) {
+    if (fd < 0 || p.revents == 0) return;
+    char buffer[65536];
+    ssize_t n = read(fd, buffer, sizeof(buffer));
+    if (n > 0) {
+      into.append(buffer, static_cast<std::size_t>(n));
+    } else if (n == 0 || errno != EINTR) {
+      close(fd);
+      fd = -1;
+    }
+  }
+
+  pid_t pid_ = -1;
+  bool reaped_ = false;
+  int out_fd_ = -1, err_fd_ = -1;
+  Clock::time_point start_;
+};
+
+RunResult run_kolorun(const std::vector<std::string>& args, std::chrono::milliseconds timeout = 10s) {
+  KolorunProcess process(args);
+  return process.wait(timeout);
+}
+
+// A live process (a zombie counts as gone: it runs nothing).
+bool process_alive(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string content;
+  if (!std::getline(stat, content)) return false;
+  auto paren = content.rfind(')');
+  return paren != std::string::npos && paren + 2 < content.size() && content[paren + 2] != 'Z';
+}
+
+bool wait_until_gone(pid_t pid, std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  while (process_alive(pid)) {
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(10ms);
+  }
+  return true;
+}
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Waits until the file exists and holds a complete line.
+std::optional<std::string> wait_for_line(const fs::path& path, std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  while (Clock::now() < deadline) {
+    std::string content = read_file(path);
+    if (auto newline = content.find('\n'); newline != std::string::npos) return content.substr(0, newline);
+    std::this_thread::sleep_for(10ms);
+  }
+  return std::nullopt;
+}
+
+std::vector<pid_t> read_pids(const fs::path& dir, const std::string& prefix) {
+  std::vector<pid_t> pids;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.path().filename().string().rfind(prefix, 0) != 0) continue;
+    std::string text = read_file(entry.path());
+    if (!text.empty()) pids.push_back(std::stoi(text));
+  }
+  return pids;
+}
+
+class KolorunTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = (fs::temp_directory_path() / "kolorun_test.XXXXXX").string();
+    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
+    dir_ = pattern;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+
+  std::string write_script(const std::string& name, const std::string& body, mode_t mode = 0755) const {
+    std::string file = path(name);
+    std::ofstream(file) << body;
+    chmod(file.c_str(), mode);
+    return file;
+  }
+
+  fs::path dir_;
+};
+
+// Expects kolorun's answer to bad input: one line starting "kolorun: ".
+void expect_one_error_line(const RunResult& result, const std::string& must_contain) {
+  EXPECT_FALSE(result.timed_out);
+  EXPECT_TRUE(result.exited);
+  EXPECT_NE(result.exit_code, 0);
+  auto lines = lines_of(result.err);
+  ASSERT_EQ(lines.size(), 1u) << result.err;
+  EXPECT_EQ(lines[0].rfind("kolorun: ", 0), 0u) << lines[0];
+  EXPECT_NE(lines[0].find(must_contain), std::string::npos) << lines[0];
+  EXPECT_EQ(result.out, "");
+}
+
+TEST_F(KolorunTest, TagsEachLineWithRankAndStream) {
+  auto result = run_kolorun({"-np", "2", "sh", "-c", "echo out$KOLO_RANK; echo err$KOLO_RANK >&2"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  auto out = lines_of(result.out);
+  auto err = lines_of(result.err);
+  EXPECT_EQ(std::set<std::string>(out.begin(), out.end()),
+            (std::set<std::string>{"[0]<stdout>:out0", "[1]<stdout>:out1"}));
+  EXPECT_EQ(std::set<std::string>(err.begin(), err.end()),
+            (std::set<std::string>{"[0]<stderr>:err0", "[1]<stderr>:err1"}));
+}
+
+TEST_F(KolorunTest, NoTagOutputPassesLinesPlain) {
+  auto result = run_kolorun({"--no-tag-output", "-np", "1", "sh", "-c", "echo plain; echo oops >&2"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(result.out, "plain\n");
+  EXPECT_EQ(result.err, "oops\n");
+}
+
+TEST_F(KolorunTest, PartialLastLineIsStillPrinted) {
+  auto result = run_kolorun({"-np", "1", "printf", "first\\nlast without newline"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(result.out, "[0]<stdout>:first\n[0]<stdout>:last without newline\n");
+}
+
+TEST_F(KolorunTest, EachRankSeesItsEnvironment) {
+  auto result = run_kolorun({"-np", "3", "sh", "-c",
+                             "echo $KOLO_RANK/$KOLO_SIZE/$KOLO_LOCAL_RANK/$KOLO_LOCAL_SIZE/$KOLO_CROSS_RANK/"
+                             "$KOLO_CROSS_SIZE; echo job=$KOLO_JOB_ID host=$KOLO_HOSTNAME >&2"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  auto out = lines_of(result.out);
+  EXPECT_EQ(std::set<std::string>(out.begin(), out.end()),
+            (std::set<std::string>{"[0]<stdout>:0/3/0/3/0/1", "[1]<stdout>:1/3/1/3/0/1", "[2]<stdout>:2/3/2/3/0/1"}));
+
+  char hostname[256] = {};
+  gethostname(hostname, sizeof(hostname) - 1);
+  std::set<std::string> job_lines;
+  for (const auto& line : lines_of(result.err)) job_lines.insert(line.substr(line.find(':') + 1));
+  ASSERT_EQ(job_lines.size(), 1u) << "every rank sees the same job id and host:\n" << result.err;
+  EXPECT_TRUE(std::regex_match(*job_lines.begin(), std::regex("job=[0-9a-f]{16} host=" + std::string(hostname))))
+      << *job_lines.begin();
+}
+
+TEST_F(KolorunTest, SlotsOfHostsGiveTheRankCount) {
+  auto result = run_kolorun({"-H", "localhost:2", "sh", "-c", "echo $KOLO_RANK/$KOLO_SIZE"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  auto out = lines_of(result.out);
+  EXPECT_EQ(std::set<std::string>(out.begin(), out.end()),
+            (std::set<std::string>{"[0]<stdout>:0/2", "[1]<stdout>:1/2"}));
+
+  result = run_kolorun({"-np", "3", "-H", "127.0.0.1:2,localhost:2", "sh", "-c", "echo $KOLO_LOCAL_SIZE"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(lines_of(result.out).size(), 3u);
+  for (const auto& line : lines_of(result.out)) EXPECT_EQ(line.substr(line.find(':') + 1), "3");
+}
+
+TEST_F(KolorunTest, ArgumentsAfterProgramPassThroughUntouched) {
+  auto result = run_kolorun({"-np", "1", "sh", "-c", "for a in \"$@\"; do echo \"<$a>\"; done", "sh", "-np", "5",
+                             "--verbose", "--", "two words", "--timeout=1"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(result.out,
+            "[0]<stdout>:<-np>\n[0]<stdout>:<5>\n[0]<stdout>:<--verbose>\n[0]<stdout>:<-->\n"
+            "[0]<stdout>:<two words>\n[0]<stdout>:<--timeout=1>\n");
+  EXPECT_EQ(result.err, "");
+}
+
+TEST_F(KolorunTest, StdinIsDevNullAndEachRankLeadsItsProcessGroup) {
+  // Field 5 of /proc/PID/stat is the process group.
+  auto result = run_kolorun(
+      {"-np", "2", "sh", "-c", "readlink /proc/$$/fd/0; cat; [ \"$(cut -d' ' -f5 /proc/$$/stat)\" = $$ ] && echo leader"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  auto out = lines_of(result.out);
+  EXPECT_EQ(std::multiset<std::string>(out.begin(), out.end()),
+            (std::multiset<std::string>{"[0]<stdout>:/dev/null", "[0]<stdout>:leader", "[1]<stdout>:/dev/null",
+                                        "[1]<stdout>:leader"}));
+}
+
+TEST_F(KolorunTest, ScriptWithoutInterpreterLineRunsWithSh) {
+  std::string script = write_script("plain.sh", "echo from script $KOLO_RANK\n");
+  auto result = run_kolorun({"-np", "1", script});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(result.out, "[0]<stdout>:from script 0\n");
+}
+
+TEST_F(KolorunTest, SecretIsInTheEnvironmentButOnNoCommandLine) {
+  // Each rank writes its secret, then waits (bounded) while the test looks at every
+  // process's command line.
+  auto result_future = std::make_unique<KolorunProcess>(std::vector<std::string>{
+      "-np", "2", "sh", "-c",
+      "echo $KOLO_SECRET > " + path("secret.") + "$KOLO_RANK; i=0; while [ ! -e " + path("go") +
+          " ] && [ $i -lt 500 ]; do sleep 0.01; i=$((i+1)); done"});
+  auto secret = wait_for_line(path("secret.0"), 5s);
+  ASSERT_TRUE(secret.has_value());
+  ASSERT_TRUE(wait_for_line(path("secret.1"), 5s).has_value());
+  EXPECT_EQ(*wait_for_line(path("secret.1"), 1s), *secret);
+  EXPECT_GE(secret->size(), 32u);
+
+  int scanned = 0;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmdline = read_file(entry.path() / "cmdline");
+    EXPECT_EQ(cmdline.find(*secret), std::string::npos) << "the secret is on the command line of pid " << name;
+    ++scanned;
+  }
+  EXPECT_GT(scanned, 2);
+  std::ofstream(path("go")) << "go\n";
+  auto result = result_future->wait(10s);
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+}
+
+TEST_F(KolorunTest, StoreAddressIsAListeningLoopbackPort) {
+  auto result = run_kolorun({"-np", "2", "bash", "-c",
+                             "case $KOLO_STORE_ADDR in 127.0.0.1:*) ;; *) exit 5;; esac; "
+                             "exec 3<>/dev/tcp/${KOLO_STORE_ADDR%:*}/${KOLO_STORE_ADDR#*:} && echo connected"});
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(result.out, result.out.find("[0]") == 0 ? "[0]<stdout>:connected\n[1]<stdout>:connected\n"
+                                                    : "[1]<stdout>:connected\n[0]<stdout>:connected\n");
+}
+
+TEST_F(KolorunTest, FailedRankEndsTheJobWithItsCode) {
+  // Every rank runs a sleeping child (so the group kill must reach grandchildren);
+  // rank 1 exits 3 once all of them are running.
+  std::string body = "sleep 60 & echo $! > " + path("child.") + "$KOLO_RANK; echo $$ > " + path("rank.") +
+                     "$KOLO_RANK; if [ $KOLO_RANK = 1 ]; then i=0; while [ $(ls " + path("") +
+                     " | grep -c child) -lt 3 ] && [ $i -lt 500 ]; do sleep 0.01; i=$((i+1)); done; exit 3; fi; wait";
+  auto result = run_kolorun({"-np", "3", "sh", "-c", body});
+  EXPECT_FALSE(result.timed_out);
+  EXPECT_EQ(result.exit_code, 3) << result.err;
+  EXPECT_LT(result.elapsed, 5s);
+  EXPECT_TRUE(std::regex_search(result.err, std::regex("kolorun: rank 1 \\(pid [0-9]+\\) exited with code 3")))
+      << result.err;
+  auto children = read_pids(dir_, "child.");
+  auto ranks = read_pids(dir_, "rank.");
+  EXPECT_EQ(children.size(), 3u);
+  EXPECT_EQ(ranks.size(), 3u);
+  for (pid_t pid : children) EXPECT_TRUE(wait_until_gone(pid, 2s)) << "sleeping child " << pid << " survived";
+  for (pid_t pid : ranks) EXPECT_FALSE(process_alive(pid)) << "rank " << pid << " survived";
+}
+
+TEST_F(KolorunTest, RankKilledBySignalIsNamedWithTheSignal) {
+  auto result = run_kolorun({"-np", "2", "sh", "-c", "if [ $KOLO_RANK = 1 ]; then kill -9 $$; fi; sleep 30"});
+  EXPECT_FALSE(result.timed_out);
+  EXPECT_EQ(result.exit_code, 128 + SIGKILL) << result.err;
+  EXPECT_TRUE(std::regex_search(result.err,
+                                std::regex("kolorun: rank 1 \\(pid [0-9]+\\) was killed by signal 9 \\(Killed\\)")))
+      << result.err;
+}
+
+void expect_stops_on_signal(const fs::path& dir, int sig) {
+  std::string body = "sleep 60 & echo $! > " + (dir / "child.").string() + "$KOLO_RANK; wait";
+  KolorunProcess process({"-np", "2", "sh", "-c", body});
+  ASSERT_TRUE(wait_for_line(dir / "child.0", 5s).has_value());
+  ASSERT_TRUE(wait_for_line(dir / "child.1", 5s).has_value());
+  kill(process.pid(), sig);
+  auto result = process.wait(10s);
+  EXPECT_FALSE(result.timed_out);
+  EXPECT_EQ(result.exit_code, 128 + sig) << result.err;
+  EXPECT_LT(result.elapsed, 5s);
+  for (pid_t pid : read_pids(dir, "child.")) EXPECT_TRUE(wait_until_gone(pid, 2s)) << pid << " survived";
+}
+
+TEST_F(KolorunTest, SigtermToKolorunStopsEveryRank) { expect_stops_on_signal(dir_, SIGTERM); }
+
+TEST_F(KolorunTest, SigintToKolorunStopsEveryRank) { expect_stops_on_signal(dir_, SIGINT); }
+
+TEST_F(KolorunTest, SecondSignalKillsAtOnce) {
+  // The rank ignores SIGTERM and the grace is long: only the second signal ends it.
+  KolorunProcess process({"--kill-grace", "30", "-np", "1", "sh", "-c",
+                          "trap '' TERM; echo $$ > " + path("rank") + "; while :; do sleep 0.05; done"});
+  auto pid = wait_for_line(path("rank"), 5s);
+  ASSERT_TRUE(pid.has_value());
+  kill(process.pid(), SIGTERM);
+  std::this_thread::sleep_for(200ms);
+  EXPECT_TRUE(process_alive(std::stoi(*pid)));
+  kill(process.pid(), SIGTERM);
+  auto result = process.wait(10s);
+  EXPECT_FALSE(result.timed_out);
+  EXPECT_EQ(result.exit_code, 128 + SIGTERM) << result.err;
+  EXPECT_LT(result.elapsed, 5s);
+  EXPECT_NE(result.err.find("received SIGTERM again; killing every rank now"), std::string::npos) << result.err;
+  EXPECT_TRUE(wait_until_gone(std::stoi(*pid), 2s));
+}
+
+TEST_F(KolorunTest, RanksDieWhenKolorunIsKilled) {
+  // SIGKILL leaves kolorun no chance to clean up: the ranks' death signal does it.
+  KolorunProcess process({"-np", "2", "sh", "-c", "echo $$ > " + path("rank.") + "$KOLO_RANK; exec sleep 60"});
+  ASSERT_TRUE(wait_for_line(path("rank.0"), 5s).has_value());
+  ASSERT_TRUE(wait_for_line(path("rank.1"), 5s).has_value());
+  kill(process.pid(), SIGKILL);
+  auto result = process.wait(10s);
+  EXPECT_EQ(result.signal, SIGKILL);
+  for (pid_t pid : read_pids(dir_, "rank.")) EXPECT_TRUE(wait_until_gone(pid, 2s)) << "rank " << pid << " survived";
+}
+
+TEST_F(KolorunTest, RanksInheritNoSocketOfKolorun) {
+  // The store's listening socket and connections stay in kolorun.
+  auto result = run_kolorun({"-np", "2", "sh", "-c", "ls -l /proc/$$/fd | grep -c socket: || true"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(result.out, result.out.find("[0]") == 0 ? "[0]<stdout>:0\n[1]<stdout>:0\n" : "[1]<stdout>:0\n[0]<stdout>:0\n");
+}
+
+TEST_F(KolorunTest, RankIgnoringSigtermIsKilledAfterTheGrace) {
+  // Rank 0 ignores SIGTERM (and so does its sleep, which inherits that).
+  std::string body = "if [ $KOLO_RANK = 0 ]; then trap '' TERM; sleep 60 & echo $! > " + path("stubborn") +
+                     "; wait; fi; i=0; while [ ! -s " + path("stubborn") +
+                     " ] && [ $i -lt 500 ]; do sleep 0.01; i=$((i+1)); done; exit 4";
+  auto result = run_kolorun({"--kill-grace", "0.5", "-np", "2", "sh", "-c", body});
+  EXPECT_FALSE(result.timed_out);
+  EXPECT_EQ(result.exit_code, 4) << result.err;
+  EXPECT_GE(result.elapsed, 500ms);
+  EXPECT_LT(result.elapsed, 4s);
+  EXPECT_TRUE(std::regex_search(result.err, std::regex("kolorun: rank 0 \\(pid [0-9]+\\) did not stop within 0.5 s")))
+      << result.err;
+  auto stubborn = read_pids(dir_, "stubborn");
+  ASSERT_EQ(stubborn.size(), 1u);
+  EXPECT_TRUE(wait_until_gone(stubborn[0], 2s));
+}
+
+TEST_F(KolorunTest, TimeoutEndsTheJob) {
+  auto result = run_kolorun({"--timeout", "0.5", "-np", "2", "sleep", "30"});
+  EXPECT_FALSE(result.timed_out);
+  EXPECT_EQ(result.exit_code, 124) << result.err;
+  EXPECT_GE(result.elapsed, 500ms);
+  EXPECT_LT(result.elapsed, 4s);
+  EXPECT_NE(result.err.find("kolorun: the job did not finish within 0.5 s"), std::string::npos) << result.err;
+}
+
+TEST_F(KolorunTest, JobSharedMemoryIsRemovedAfterTheJob) {
+  auto result = run_kolorun({"-np", "2", "sh", "-c", "touch /dev/shm/kolo-$KOLO_JOB_ID-r$KOLO_RANK; echo $KOLO_JOB_ID"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  auto out = lines_of(result.out);
+  ASSERT_FALSE(out.empty());
+  std::string job_id = out[0].substr(out[0].find(':') + 1);
+  ASSERT_EQ(job_id.size(), 16u);
+  EXPECT_FALSE(fs::exists("/dev/shm/kolo-" + job_id + "-r0"));
+  EXPECT_FALSE(fs::exists("/dev/shm/kolo-" + job_id + "-r1"));
+}
+
+TEST_F(KolorunTest, ManyLinesFromManyRanksStayWhole) {
+  // Lines of varying length, up to several pipe buffers long, from four ranks at
+  // once on both streams.
+  const int lines_per_rank = 20000;
+  std::string awk =
+      "awk -v r=$KOLO_RANK 'BEGIN { x = \"x\"; while (length(x) < 200000) x = x x; for (i = 0; i < " + std::to_string(lines_per_rank) +
+      "; i++) { n = (i * 7919) % 300; if (i % 5000 == 0) n = 200000;"
+      " print \"r\" r \" i\" i \" \" substr(x, 1, n); if (i % 100 == 0) print \"e\" r \" i\" i > \"/dev/stderr\" } }'";
+  auto start = Clock::now();
+  auto result = run_kolorun({"-np", "4", "sh", "-c", awk}, 30s);
+  auto elapsed = Clock::now() - start;
+  ASSERT_EQ(result.exit_code, 0) << result.err.substr(0, 2000);
+
+  // Parsed by hand: std::regex recurses once per character and overflows the
+  // stack on the 200 kB lines.
+  std::map<int, int> next_index;
+  for (const auto& line : lines_of(result.out)) {
+    int tag_rank = -1, rank = -1, index = -1, consumed = 0;
+    ASSERT_EQ(std::sscanf(line.c_str(), "[%d]<stdout>:r%d i%d %n", &tag_rank, &rank, &index, &consumed), 3)
+        << "mangled line: " << line.substr(0, 200);
+    ASSERT_EQ(tag_rank, rank) << line.substr(0, 200);
+    ASSERT_TRUE(rank >= 0 && rank < 4) << line.substr(0, 200);
+    ASSERT_EQ(index, next_index[rank]) << "rank " << rank << " lines out of order";
+    std::string_view payload = std::string_view(line).substr(static_cast<std::size_t>(consumed));
+    std::size_t expected_length = index % 5000 == 0 ? 200000 : (index * 7919) % 300;
+    ASSERT_EQ(payload.size(), expected_length) << "rank " << rank << " line " << index;
+    ASSERT_EQ(payload.find_first_not_of('x'), std::string_view::npos) << "rank " << rank << " line " << index;
+    ++next_index[rank];
+  }
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(next_index[r], lines_per_rank) << "rank " << r;
+  std::regex err_line("\\[([0-3])\\]<stderr>:e([0-3]) i([0-9]+)");
+  int err_lines = 0;
+  for (const auto& line : lines_of(result.err)) {
+    ASSERT_TRUE(std::regex_match(line, err_line)) << "mangled line: " << line.substr(0, 200);
+    ++err_lines;
+  }
+  EXPECT_EQ(err_lines, 4 * lines_per_rank / 100);
+  std::cout << "relayed " << result.out.size() / 1e6 << " MB in "
+            << std::chrono::duration<double>(elapsed).count() << " s\n";
+}
+
+TEST_F(KolorunTest, HelpAndVersion) {
+  auto help = run_kolorun({"--help"});
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.out.find("usage: kolorun -np N"), std::string::npos);
+  auto version = run_kolorun({"--version"});
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_EQ(version.out.rfind("kolorun (kolo) ", 0), 0u);
+}
+
+TEST_F(KolorunTest, VerbosePrintsThePlanWithoutTheSecret) {
+  auto result = run_kolorun({"--verbose", "-np", "2", "sh", "-c", "echo $KOLO_SECRET"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.err.find("2 ranks on 1 host"), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find("rank 1 on "), std::string::npos) << result.err;
+  auto out = lines_of(result.out);
+  ASSERT_FALSE(out.empty());
+  std::string secret = out[0].substr(out[0].find(':') + 1);
+  ASSERT_FALSE(secret.empty());
+  EXPECT_EQ(result.err.find(secret), std::string::npos);
+}
+
+struct BadInput {
+  std::vector<std::string> args;
+  int exit_code;
+  std::string message;
+};
+
+class KolorunBadInputTest : public ::testing::TestWithParam<BadInput> {};
+
+TEST_P(KolorunBadInputTest, IsOneClearLineAndAFailingExit) {
+  auto result = run_kolorun(GetParam().args);
+  expect_one_error_line(result, GetParam().message);
+  EXPECT_EQ(result.exit_code, GetParam().exit_code);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, KolorunBadInputTest,
+    ::testing::Values(BadInput{{"--bogus", "-np", "2", "true"}, 2, "unknown flag '--bogus'"},
+                      BadInput{{"-np", "0", "true"}, 2, "-np needs a positive whole number, got '0'"},
+                      BadInput{{"-np", "-1", "true"}, 2, "got '-1'"},
+                      BadInput{{"-np", "abc", "true"}, 2, "got 'abc'"},
+                      BadInput{{"-np", "2x", "true"}, 2, "got '2x'"},
+                      BadInput{{"-np", "99999999999", "true"}, 2, "too large"},
+                      BadInput{{"-np"}, 2, "-np needs a value"},
+                      BadInput{{"-np", "2"}, 2, "no PROGRAM given"},
+                      BadInput{{"true"}, 2, "-np N"},
+                      BadInput{{"-np", "2", "--timeout", "0", "true"}, 2, "--timeout needs a positive number"},
+                      BadInput{{"-np", "2", "--timeout", "soon", "true"}, 2, "got 'soon'"},
+                      BadInput{{"-np", "2", "--kill-grace", "-1", "true"}, 2, "--kill-grace"},
+                      BadInput{{"-np", "2", "--verbose=yes", "true"}, 2, "--verbose takes no value"},
+                      BadInput{{"-np", "3", "-H", "localhost:2", "true"}, 2, "-np 3 is more than the 2 slots"},
+                      BadInput{{"-np", "2", "-H", "otherhost:2", "true"}, 2, "multi-host launch is not supported"},
+                      BadInput{{"-np", "2", "-H", "localhost:two", "true"}, 2, "positive slot count"},
+                      BadInput{{"-np", "2", "-H", "localhost:2,", "true"}, 2, "empty entry"},
+                      BadInput{{"-np", "2", "--hostfile", "hosts", "true"}, 2, "--hostfile is not supported yet"},
+                      BadInput{{"-np", "2", "kolo-no-such-program"}, 127, "command not found"},
+                      BadInput{{"-np", "2", "/nonexistent/program"}, 127, "cannot run '/nonexistent/program'"},
+                      BadInput{{"-np", "2", "/tmp"}, 126, "is a directory"}));
+
+TEST_F(KolorunTest, NonExecutableProgramIsRefusedBeforeAnyRankStarts) {
+  std::string script = write_script("not_executable.sh", "#!/bin/sh\necho ran\n", 0644);
+  auto result = run_kolorun({"-np", "2", script});
+  expect_one_error_line(result, "is not an executable file");
+  EXPECT_EQ(result.exit_code, 126);
+}
+
+TEST_F(KolorunTest, ExecFailureInTheRankIsReported) {
+  // Passes the up-front check (an executable file) but exec fails: no interpreter.
+  std::string script = write_script("bad_interpreter.sh", "#!/nonexistent/interpreter\necho ran\n");
+  auto result = run_kolorun({"-np", "2", script});
+  expect_one_error_line(result, "rank 0: cannot execute '" + script + "'");
+  EXPECT_EQ(result.exit_code, 127);
+}
+
+}  // namespace

@@ -1,0 +1,278 @@
+#include "job_supervisor.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <sstream>
+
+#include "output_relay.h"
+
+namespace kolorun {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr std::size_t kReadChunk = 64 * 1024;
+// Reads per stream per poll round: enough to keep up, few enough to stay fair.
+constexpr int kReadsPerRound = 4;
+enum Stream { kStdout = 0, kStderr = 1 };
+
+std::string seconds_text(milliseconds duration) {
+  std::ostringstream out;
+  out << static_cast<double>(duration.count()) / 1000.0 << " s";
+  return out.str();
+}
+
+// "exited with code 3" / "was killed by signal 9 (Killed)", and the matching
+// shell-style status (the code, or 128+signal).
+std::pair<std::string, int> describe_wait_status(int status) {
+  if (WIFEXITED(status)) return {"exited with code " + std::to_string(WEXITSTATUS(status)), WEXITSTATUS(status)};
+  int sig = WTERMSIG(status);
+  return {"was killed by signal " + std::to_string(sig) + " (" + ::strsignal(sig) + ")", 128 + sig};
+}
+
+struct RankState {
+  int rank = 0;
+  pid_t pid = -1;
+  bool running = false;
+  UniqueFd pipes[2];
+  std::unique_ptr<LineRelay> relays[2];
+};
+
+}  // namespace
+
+struct JobSupervisor::Impl {
+  Impl(ProcessSpawner& spawner, SignalChannel& signals, SupervisorSettings settings, int stdout_fd, int stderr_fd)
+      : spawner(spawner), signals(signals), settings(settings), out(stdout_fd), err(stderr_fd) {}
+
+  ~Impl() {
+    // Reached with ranks still running only when the loop itself failed: leave
+    // nothing behind.
+    for (auto& r : ranks) {
+      if (!r.running) continue;
+      ::kill(-r.pid, SIGKILL);
+      while (::waitpid(r.pid, nullptr, 0) < 0 && errno == EINTR) {
+      }
+    }
+    out.flush();
+    err.flush();
+  }
+
+  ProcessSpawner& spawner;
+  SignalChannel& signals;
+  SupervisorSettings settings;
+  OutputSink out, err;
+  std::vector<RankState> ranks;
+  std::vector<char> read_buffer = std::vector<char>(kReadChunk);
+
+  std::optional<int> exit_status;  // set by what first ended the job
+  bool stopping = false;
+  bool killed = false;
+  std::optional<Clock::time_point> job_deadline, kill_deadline, drain_deadline;
+
+  void report(const std::string& message) {
+    err.append_line("kolorun: ", message);
+    err.flush();
+  }
+
+  void signal_running(int sig) {
+    for (auto& r : ranks)
+      if (r.running) ::kill(-r.pid, sig);
+  }
+
+  // Ends the job: records its status (the first cause wins), tells the ranks with
+  // `sig`, and arms the kill deadline.
+  void stop_job(int status, int sig, const std::string& message) {
+    if (!exit_status) exit_status = status;
+    if (!message.empty()) report(message);
+    signal_running(sig);
+    if (!stopping) {
+      stopping = true;
+      kill_deadline = Clock::now() + settings.kill_grace;
+    }
+  }
+
+  void kill_remaining() {
+    for (auto& r : ranks) {
+      if (!r.running) continue;
+      report("rank " + std::to_string(r.rank) + " (pid " + std::to_string(r.pid) + ") did not stop within " +
+             seconds_text(settings.kill_grace) + "; killing it");
+      ::kill(-r.pid, SIGKILL);
+    }
+    killed = true;
+  }
+
+  void start_ranks(const std::vector<LaunchSpec>& specs) {
+    for (const auto& spec : specs) {
+      if (stopping) break;
+      RankState state;
+      state.rank = spec.rank;
+      try {
+        RankProcess process = spawner.spawn(spec);
+        state.pid = process.pid;
+        state.pipes[kStdout] = std::move(process.stdout_pipe);
+        state.pipes[kStderr] = std::move(process.stderr_pipe);
+      } catch (const LaunchError& e) {
+        stop_job(e.exit_code(), SIGTERM, e.what());
+        break;
+      }
+      state.running = true;
+      state.relays[kStdout] = std::make_unique<LineRelay>(line_prefix(spec.rank, "stdout", settings.tag_output), out);
+      state.relays[kStderr] = std::make_unique<LineRelay>(line_prefix(spec.rank, "stderr", settings.tag_output), err);
+      if (settings.verbose) report("rank " + std::to_string(spec.rank) + " started (pid " + std::to_string(state.pid) + ")");
+      ranks.push_back(std::move(state));
+      handle_signals();  // an interrupt while starting stops the start
+    }
+  }
+
+  void on_rank_exit(RankState& r, int status) {
+    r.running = false;
+    auto [how, code] = describe_wait_status(status);
+    std::string text = "rank " + std::to_string(r.rank) + " (pid " + std::to_string(r.pid) + ") " + how;
+    bool failed = code != 0;
+    if (failed && !stopping) {
+      stop_job(code, SIGTERM, text);
+    } else if (settings.verbose) {
+      report(text);
+    }
+  }
+
+  void reap_exited() {
+    for (auto& r : ranks) {
+      if (!r.running) continue;
+      siginfo_t info{};
+      // Peek first: while the rank is an unreaped zombie its pid, and so its process
+      // group id, cannot be reused, so killing the group cannot hit a stranger.
+      if (::waitid(P_PID, static_cast<id_t>(r.pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0) continue;
+      if (info.si_pid != r.pid) continue;
+      ::kill(-r.pid, SIGKILL);  // whatever the rank left behind in its group
+      int status = 0;
+      while (::waitpid(r.pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      on_rank_exit(r, status);
+    }
+  }
+
+  void handle_signals() {
+    for (int sig : signals.drain()) {
+      if (sig == SIGCHLD) {
+        reap_exited();
+      } else if (stopping) {
+        report(std::string("received SIG") + ::sigabbrev_np(sig) + " again; killing every rank now");
+        signal_running(SIGKILL);
+        killed = true;
+      } else {
+        stop_job(128 + sig, sig, std::string("received SIG") + ::sigabbrev_np(sig) + "; stopping every rank");
+      }
+    }
+  }
+
+  void close_stream(RankState& r, int stream) {
+    r.relays[stream]->finish();
+    r.pipes[stream].reset();
+  }
+
+  void read_output(RankState& r, int stream) {
+    for (int i = 0; i < kReadsPerRound; ++i) {
+      ssize_t n = ::read(r.pipes[stream].get(), read_buffer.data(), read_buffer.size());
+      if (n > 0) {
+        r.relays[stream]->consume(std::string_view(read_buffer.data(), static_cast<std::size_t>(n)));
+        if (static_cast<std::size_t>(n) < read_buffer.size()) return;
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno == EAGAIN) return;
+      close_stream(r, stream);  // end of stream, or an error that ends it
+      return;
+    }
+  }
+
+  bool any_running() const {
+    for (const auto& r : ranks)
+      if (r.running) return true;
+    return false;
+  }
+
+  bool any_stream_open() const {
+    for (const auto& r : ranks)
+      if (r.pipes[kStdout].valid() || r.pipes[kStderr].valid()) return true;
+    return false;
+  }
+
+  void check_deadlines(Clock::time_point now) {
+    if (job_deadline && !stopping && now >= *job_deadline) {
+      stop_job(kExitTimeout, SIGTERM,
+               "the job did not finish within " + seconds_text(*settings.timeout) + " (--timeout); stopping it");
+    }
+    if (kill_deadline && !killed && now >= *kill_deadline) kill_remaining();
+    if (!any_running() && !drain_deadline) drain_deadline = now + settings.output_drain;
+    if (drain_deadline && now >= *drain_deadline) {
+      for (auto& r : ranks)
+        for (int s : {kStdout, kStderr})
+          if (r.pipes[s].valid()) close_stream(r, s);
+    }
+  }
+
+  int poll_timeout_ms(Clock::time_point now) const {
+    std::optional<Clock::time_point> next;
+    auto consider = [&](const std::optional<Clock::time_point>& t, bool pending) {
+      if (t && pending && (!next || *t < *next)) next = t;
+    };
+    consider(job_deadline, !stopping);
+    consider(kill_deadline, !killed);
+    consider(drain_deadline, true);
+    if (!next) return -1;
+    auto wait = std::chrono::ceil<milliseconds>(*next - now).count();
+    return static_cast<int>(std::clamp<long long>(wait, 0, 60'000));
+  }
+
+  void poll_once() {
+    std::vector<pollfd> fds{{signals.fd(), POLLIN, 0}};
+    std::vector<std::pair<RankState*, int>> owners{{nullptr, 0}};
+    for (auto& r : ranks) {
+      for (int s : {kStdout, kStderr}) {
+        if (!r.pipes[s].valid()) continue;
+        fds.push_back({r.pipes[s].get(), POLLIN, 0});
+        owners.emplace_back(&r, s);
+      }
+    }
+    int ready = ::poll(fds.data(), fds.size(), poll_timeout_ms(Clock::now()));
+    if (ready < 0 && errno != EINTR) throw LaunchError(system_error_text("poll failed", errno), 1);
+    for (std::size_t i = 1; ready > 0 && i < fds.size(); ++i) {
+      if (fds[i].revents != 0) read_output(*owners[i].first, owners[i].second);
+    }
+    out.flush();
+    err.flush();
+    if (ready > 0 && fds[0].revents != 0) handle_signals();
+  }
+
+  int run(const std::vector<LaunchSpec>& specs) {
+    if (settings.timeout) job_deadline = Clock::now() + *settings.timeout;
+    start_ranks(specs);
+    while (any_running() || any_stream_open()) {
+      poll_once();
+      check_deadlines(Clock::now());
+    }
+    out.flush();
+    err.flush();
+    return exit_status.value_or(0);
+  }
+};
+
+JobSupervisor::JobSupervisor(ProcessSpawner& spawner, SignalChannel& signals, SupervisorSettings settings,
+                             int stdout_fd, int stderr_fd)
+    : impl_(std::make_unique<Impl>(spawner, signals, settings, stdout_fd, stderr_fd)) {}
+
+JobSupervisor::~JobSupervisor() = default;
+
+int JobSupervisor::run(const std::vector<LaunchSpec>& ranks) { return impl_->run(ranks); }
+
+void JobSupervisor::report(const std::string& message) { impl_->report(message); }
+
+}  // namespace kolorun

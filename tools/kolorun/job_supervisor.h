@@ -1,0 +1,58 @@
+// Runs one job to its end: starts every rank through a ProcessSpawner, relays
+// their output, and decides the job's exit status.
+//
+// The end of a job, in every case:
+//  - all ranks exit 0: exit status 0;
+//  - a rank exits non-zero or is killed: it is named on stderr, every other rank's
+//    process group gets SIGTERM, and the status is its exit code (128+signal);
+//  - kolorun gets SIGINT/SIGTERM/SIGHUP: the signal goes to every rank's process
+//    group and the status is 128+signal (a second such signal kills at once);
+//  - --timeout passes: SIGTERM to every rank, status 124;
+//  - a rank's program cannot be executed: named, the others are stopped, status 127.
+// Ranks still running kill_grace after being asked to stop get SIGKILL. When a
+// rank's main process exits, whatever is left in its process group is killed, so
+// nothing outlives the job.
+//
+// Single-threaded: one poll loop over a signalfd and the ranks' output pipes.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "process_spawner.h"
+#include "signal_channel.h"
+
+namespace kolorun {
+
+struct SupervisorSettings {
+  bool tag_output = true;
+  bool verbose = false;
+  std::optional<std::chrono::milliseconds> timeout;
+  std::chrono::milliseconds kill_grace{5000};
+  // After the last rank exits, how long to wait for output still in flight from
+  // processes that escaped its process group.
+  std::chrono::milliseconds output_drain{2000};
+};
+
+class JobSupervisor {
+ public:
+  JobSupervisor(ProcessSpawner& spawner, SignalChannel& signals, SupervisorSettings settings, int stdout_fd = 1,
+                int stderr_fd = 2);
+  ~JobSupervisor();
+  JobSupervisor(const JobSupervisor&) = delete;
+  JobSupervisor& operator=(const JobSupervisor&) = delete;
+
+  // Returns the job's exit status.
+  int run(const std::vector<LaunchSpec>& ranks);
+
+  // Writes "kolorun: message" on stderr, in order with the ranks' relayed lines.
+  void report(const std::string& message);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kolorun

@@ -1,0 +1,44 @@
+// kolorun's command line. Flags mirror horovodrun's where the meaning is the same.
+//
+// Parsing stops at the first argument that is not a flag (or after "--"): that is
+// PROGRAM, and it and everything after it are the rank's command, passed through
+// untouched even when they look like kolorun flags.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kolorun {
+
+struct LaunchOptions {
+  // -np: how many ranks; defaults to the slot count of -H.
+  std::optional<int> num_proc;
+  // -H: "host:slots,host:slots"; empty means this host with -np slots.
+  std::string hosts;
+  bool verbose = false;
+  // Prefix every output line with "[rank]<stdout>:" / "[rank]<stderr>:".
+  bool tag_output = true;
+  // End the whole job after this long.
+  std::optional<std::chrono::milliseconds> timeout;
+  // After asking the ranks to stop (SIGTERM or a forwarded signal), how long they
+  // may take before they are killed.
+  std::chrono::milliseconds kill_grace{5000};
+  // PROGRAM and its arguments.
+  std::vector<std::string> command;
+};
+
+enum class CommandLineAction { Launch, ShowHelp, ShowVersion };
+
+struct ParsedCommandLine {
+  CommandLineAction action = CommandLineAction::Launch;
+  LaunchOptions options;
+};
+
+// Throws UsageError on anything malformed.
+ParsedCommandLine parse_command_line(const std::vector<std::string>& args);
+
+std::string help_text();
+
+}  // namespace kolorun

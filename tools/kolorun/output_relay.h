@@ -1,0 +1,47 @@
+// Relays ranks' output to kolorun's stdout and stderr as whole lines, each tagged
+// with its rank ("[2]<stdout>:text"), the way horovodrun does.
+//
+// Lines from different ranks never mix mid-line: a rank's bytes are held until
+// its line is complete, and kolorun writes only whole lines. Writes are batched so
+// that a chatty job costs few system calls.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace kolorun {
+
+// One of kolorun's own output streams.
+class OutputSink {
+ public:
+  explicit OutputSink(int fd) : fd_(fd) {}
+  // Appends prefix + line + '\n'; writes out when enough has gathered.
+  void append_line(std::string_view prefix, std::string_view line);
+  // Writes everything gathered. A closed reader (EPIPE) drops the output rather
+  // than ending the job.
+  void flush();
+
+ private:
+  int fd_;
+  bool broken_ = false;
+  std::string buffer_;
+};
+
+// One stream (stdout or stderr) of one rank.
+class LineRelay {
+ public:
+  LineRelay(std::string prefix, OutputSink& sink) : prefix_(std::move(prefix)), sink_(&sink) {}
+  void consume(std::string_view bytes);
+  // The stream ended: a last line without a newline is still passed on.
+  void finish();
+
+ private:
+  std::string prefix_;
+  OutputSink* sink_;
+  std::string partial_;
+};
+
+// "[rank]<stdout>:" or "" without tagging.
+std::string line_prefix(int rank, const char* stream_name, bool tag_output);
+
+}  // namespace kolorun

@@ -1,0 +1,61 @@
+#include "rank_environment.h"
+
+#include <sys/random.h>
+
+#include <array>
+#include <cerrno>
+#include <cstdint>
+#include <utility>
+
+#include "launch_error.h"
+
+namespace kolorun {
+
+std::string make_job_id() {
+  std::array<std::uint8_t, 8> bytes{};
+  std::size_t filled = 0;
+  while (filled < bytes.size()) {
+    ssize_t n = ::getrandom(bytes.data() + filled, bytes.size() - filled, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw LaunchError(system_error_text("cannot make a job id", errno), 1);
+    filled += static_cast<std::size_t>(n);
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string id;
+  for (auto byte : bytes) {
+    id += kHex[byte >> 4];
+    id += kHex[byte & 0xf];
+  }
+  return id;
+}
+
+std::vector<std::string> make_rank_environment(const char* const* base, const RankPlacement& rank, int size,
+                                               const JobIdentity& job) {
+  const std::vector<std::pair<std::string, std::string>> kolo_vars = {
+      {"KOLO_RANK", std::to_string(rank.rank)},
+      {"KOLO_SIZE", std::to_string(size)},
+      {"KOLO_LOCAL_RANK", std::to_string(rank.local_rank)},
+      {"KOLO_LOCAL_SIZE", std::to_string(rank.local_size)},
+      {"KOLO_CROSS_RANK", std::to_string(rank.cross_rank)},
+      {"KOLO_CROSS_SIZE", std::to_string(rank.cross_size)},
+      {"KOLO_HOSTNAME", rank.host},
+      {"KOLO_JOB_ID", job.job_id},
+      {"KOLO_STORE_ADDR", job.store_addr},
+      {"KOLO_SECRET", job.secret},
+  };
+  auto set_by_kolorun = [&](const std::string& entry) {
+    auto name = entry.substr(0, entry.find('='));
+    for (const auto& [var, value] : kolo_vars)
+      if (var == name) return true;
+    return false;
+  };
+
+  std::vector<std::string> env;
+  for (const char* const* entry = base; entry != nullptr && *entry != nullptr; ++entry) {
+    if (!set_by_kolorun(*entry)) env.emplace_back(*entry);
+  }
+  for (const auto& [var, value] : kolo_vars) env.push_back(var + "=" + value);
+  return env;
+}
+
+}  // namespace kolorun

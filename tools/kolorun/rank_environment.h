@@ -1,0 +1,27 @@
+// The environment each rank starts with: kolorun's own, plus the KOLO_* variables
+// that tell the rank who it is and how to reach the job's store. The names are the
+// ones the bootstrap reads (and tests/harness/multiprocess.cc sets).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "host_plan.h"
+
+namespace kolorun {
+
+struct JobIdentity {
+  std::string job_id;      // 16 hex characters, names the job's shared memory
+  std::string store_addr;  // host:port of the rendezvous store
+  std::string secret;      // proves membership to the store; environment only
+};
+
+// A fresh random job id: 16 hex characters from the kernel's random source.
+std::string make_job_id();
+
+// "NAME=value" entries: `base` (normally environ) without any variable kolorun
+// sets, then kolorun's variables for `rank`.
+std::vector<std::string> make_rank_environment(const char* const* base, const RankPlacement& rank, int size,
+                                               const JobIdentity& job);
+
+}  // namespace kolorun
