@@ -4,9 +4,11 @@
 // must have closed the offending connection (and counted it, where it is an attack
 // rather than a disconnect).
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <chrono>
+#include <functional>
 #include <random>
 #include <thread>
 
@@ -336,6 +338,95 @@ TEST_F(StoreHostileTest, GarbageFromManyPeersAtOnce) {
   for (auto& t : attackers) t.join();
   EXPECT_EQ(bystander_->add("busy", 0), 50);
   expect_still_serving();
+}
+
+// A hand-written server that greets like a store (or not) and then misbehaves, to
+// check the client's side of the protocol.
+class FakeServer {
+ public:
+  explicit FakeServer(std::function<void(int fd)> behaviour)
+      : listener_(net::listen_tcp("127.0.0.1", 0, 4)), port_(net::local_port(listener_.get())) {
+    thread_ = std::thread([this, behaviour] {
+      pollfd pfd{listener_.get(), POLLIN, 0};
+      if (::poll(&pfd, 1, 5000) != 1) return;
+      net::Fd conn(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+      if (!conn.valid()) return;
+      try {
+        behaviour(conn.get());
+      } catch (const net::SocketError&) {
+      }
+    });
+  }
+  ~FakeServer() { thread_.join(); }
+  int port() const { return port_; }
+
+ private:
+  net::Fd listener_;
+  int port_;
+  std::thread thread_;
+};
+
+void greet_and_accept(int fd, const std::string& secret) {
+  std::array<std::uint8_t, 40> greeting{};
+  std::copy(proto::kMagic.begin(), proto::kMagic.end(), greeting.begin());
+  net::write_all(fd, greeting.data(), greeting.size(), net::deadline_after(2s));
+  std::array<std::uint8_t, 32> mac;
+  net::read_exact(fd, mac.data(), mac.size(), net::deadline_after(2s));
+  std::array<std::uint8_t, 32> nonce{};
+  EXPECT_EQ(mac, crypto::hmac_sha256({reinterpret_cast<const std::uint8_t*>(secret.data()), secret.size()}, nonce));
+  const std::uint8_t ok = proto::kHandshakeAccepted;
+  net::write_all(fd, &ok, 1, net::deadline_after(2s));
+}
+
+TEST(StoreClientHostile, SomethingElseOnThePortIsNotAStore) {
+  FakeServer fake([](int fd) {
+    const std::string http = "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n";
+    net::write_all(fd, http.data(), http.size(), net::deadline_after(2s));
+  });
+  try {
+    StoreClient::connect("127.0.0.1", fake.port(), "secret", 2s);
+    FAIL() << "connected to something that is not a store";
+  } catch (const PeerFailureError& e) {
+    EXPECT_NE(std::string(e.what()).find("not a kolo store"), std::string::npos) << e.what();
+  }
+}
+
+TEST(StoreClientHostile, HugeReplyLengthIsAPeerFailureNotAnAllocation) {
+  FakeServer fake([](int fd) {
+    greet_and_accept(fd, "secret");
+    std::uint8_t request[64];
+    ::recv(fd, request, sizeof(request), 0);
+    const std::uint8_t huge[4] = {0xff, 0xff, 0xff, 0xff};
+    net::write_all(fd, huge, sizeof(huge), net::deadline_after(2s));
+    std::this_thread::sleep_for(200ms);
+  });
+  auto client = StoreClient::connect("127.0.0.1", fake.port(), "secret", 2s);
+  EXPECT_THROW(client->add("n", 1), PeerFailureError);
+  EXPECT_THROW(client->add("n", 1), PeerFailureError);  // and stays failed
+}
+
+TEST(StoreClientHostile, MalformedReplyIsAPeerFailure) {
+  FakeServer fake([](int fd) {
+    greet_and_accept(fd, "secret");
+    std::uint8_t request[64];
+    ::recv(fd, request, sizeof(request), 0);
+    // An Ok reply to ADD that lacks its 8-byte result.
+    const std::uint8_t reply[] = {2, 0, 0, 0, 0, 1};
+    net::write_all(fd, reply, sizeof(reply), net::deadline_after(2s));
+    std::this_thread::sleep_for(200ms);
+  });
+  auto client = StoreClient::connect("127.0.0.1", fake.port(), "secret", 2s);
+  EXPECT_THROW(client->add("n", 1), PeerFailureError);
+}
+
+TEST(StoreClientHostile, SilentServerTimesOutTheHandshake) {
+  FakeServer fake([](int fd) {
+    std::uint8_t byte;
+    net::read_exact(fd, &byte, 1, net::deadline_after(5s));  // until the client gives up and closes
+  });
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_THROW(StoreClient::connect("127.0.0.1", fake.port(), "secret", 300ms), PeerFailureError);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
 }
 
 }  // namespace

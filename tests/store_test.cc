@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -19,6 +20,7 @@
 #include "kolo/error.h"
 #include "store/store.h"
 #include "store/store_protocol.h"
+#include "store/store_table.h"
 
 namespace kolo::store {
 namespace {
@@ -126,6 +128,9 @@ TEST_F(StoreTest, GetTimesOutWithTimeoutErrorAndClientStaysUsable) {
   EXPECT_THROW(client->get("never", 0ms), TimeoutError);
   client->set("after", bytes_of("ok"));
   EXPECT_EQ(client->get("after", 0ms), bytes_of("ok"));
+  EXPECT_EQ(client->get("after", milliseconds::max()), bytes_of("ok"));
+  client->wait({"after"}, milliseconds::max());
+  EXPECT_THROW(client->get("never", -5ms), TimeoutError);
 }
 
 TEST_F(StoreTest, OneSetWakesEveryParkedGet) {
@@ -387,6 +392,12 @@ TEST(StoreSecret, IsHexFromTheKernelAndFreshEachTime) {
   EXPECT_NE(a, b);
 }
 
+testing::SpawnOptions quick_job() {
+  testing::SpawnOptions options;
+  options.timeout = std::chrono::seconds(20);
+  return options;
+}
+
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
@@ -396,17 +407,67 @@ std::string read_file(const std::string& path) {
 // appears in any process's command line.
 TEST(StoreSecret, RanksConnectFromTheEnvironmentNotTheCommandLine) {
   testing::run_ranks(3, [](int rank) {
-    const char* addr = std::getenv("KOLO_STORE_ADDR");
     const char* secret = std::getenv("KOLO_SECRET");
-    ASSERT_NE(addr, nullptr);
     ASSERT_NE(secret, nullptr);
     EXPECT_EQ(read_file("/proc/self/cmdline").find(secret), std::string::npos);
-    std::string address(addr);
-    auto colon = address.rfind(':');
-    auto client = StoreClient::connect(address.substr(0, colon), std::stoi(address.substr(colon + 1)), secret, 5s);
+    auto client = StoreClient::connect_from_env(5s);
     client->set("rank" + std::to_string(rank), {});
     client->wait({"rank0", "rank1", "rank2"}, 5s);
-  }, {.timeout = std::chrono::seconds(20)});
+  }, quick_job());
+}
+
+TEST(StoreAddress, ParsesHostAndPort) {
+  auto a = parse_store_address("127.0.0.1:29500");
+  EXPECT_EQ(a.host, "127.0.0.1");
+  EXPECT_EQ(a.port, 29500);
+  auto b = parse_store_address("[::1]:65535");
+  EXPECT_EQ(b.host, "::1");
+  EXPECT_EQ(b.port, 65535);
+  EXPECT_EQ(parse_store_address("node-3:1").host, "node-3");
+  for (const char* bad : {"", "host", "host:", ":80", "host:0", "host:65536", "host:12a", "host:-1", "host:1K",
+                          "[::1:80", "host:99999999999"}) {
+    EXPECT_THROW(parse_store_address(bad), InvalidArgumentError) << bad;
+  }
+}
+
+TEST(StoreAddress, ConnectFromEnvNeedsBothVariables) {
+  testing::run_ranks(1, [](int) {
+    const std::string addr = std::getenv("KOLO_STORE_ADDR");
+    unsetenv("KOLO_SECRET");
+    EXPECT_THROW(StoreClient::connect_from_env(1s), InvalidArgumentError);
+    setenv("KOLO_SECRET", "wrong", 1);
+    EXPECT_THROW(StoreClient::connect_from_env(1s), InvalidArgumentError);
+    unsetenv("KOLO_STORE_ADDR");
+    EXPECT_THROW(StoreClient::connect_from_env(1s), InvalidArgumentError);
+  }, quick_job());
+}
+
+// The store's bookkeeping of parked requests, without sockets.
+TEST(StoreTable, ParkedRequestsAreWokenOnlyWhenAllKeysExistAndForgottenAfter) {
+  StoreTable table;
+  EXPECT_FALSE(table.park(1, {}));  // nothing missing: not parked
+  EXPECT_TRUE(table.park(1, {"a", "b"}));
+  EXPECT_TRUE(table.park(2, {"b"}));
+  EXPECT_TRUE(table.park(3, {"c"}));
+  EXPECT_EQ(table.parked_count(), 3u);
+  EXPECT_TRUE(table.set("a", {}).empty());
+  auto woken = table.set("b", {});
+  std::sort(woken.begin(), woken.end());
+  EXPECT_EQ(woken, (std::vector<StoreTable::WaiterId>{1, 2}));
+  table.unpark(3);
+  EXPECT_EQ(table.parked_count(), 0u);
+  EXPECT_TRUE(table.set("c", {}).empty());
+}
+
+TEST(StoreTable, AddRefusesValuesThatAreNotEightBytes) {
+  StoreTable table;
+  std::vector<StoreTable::WaiterId> woken;
+  table.set("s", {1, 2, 3});
+  EXPECT_FALSE(table.add("s", 1, woken).has_value());
+  EXPECT_EQ(*table.find("s"), (StoreTable::Bytes{1, 2, 3}));
+  EXPECT_TRUE(table.park(7, {"n"}));
+  EXPECT_EQ(table.add("n", 2, woken), 2);
+  EXPECT_EQ(woken, std::vector<StoreTable::WaiterId>{7});
 }
 
 }  // namespace

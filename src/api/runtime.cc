@@ -89,7 +89,10 @@ void init() {
   const int generation = g_generation++;
   auto start_timeout = env::get_seconds("KOLO_START_TIMEOUT", std::chrono::seconds(30));
   if (!t.store_addr.empty()) session->store = rendezvous(t, generation, start_timeout);
-  session->engine = std::make_shared<engine::Engine>(make_communicator(t, generation, session->store.get()), engine::EngineConfig::from_env());
+  auto config = engine::EngineConfig::from_env();
+  if (config.flight_recorder_dir.empty())
+    config.flight_recorder_dir = "/tmp/kolo-flight-" + (t.job_id.empty() ? std::to_string(getpid()) : t.job_id);
+  session->engine = std::make_shared<engine::Engine>(make_communicator(t, generation, session->store.get()), config);
   g_session = std::move(session);
   static std::once_flag at_exit;
   std::call_once(at_exit, [] { std::atexit(shutdown_at_exit); });

@@ -18,6 +18,14 @@ EngineConfig EngineConfig::from_env() {
   auto capacity = env::get_int("KOLO_CACHE_CAPACITY", static_cast<std::int64_t>(c.cache_capacity));
   if (capacity < 0 || capacity > (1 << 20)) throw InvalidArgumentError("KOLO_CACHE_CAPACITY must be in [0, 1048576]");
   c.cache_capacity = static_cast<std::size_t>(capacity);
+  c.stall_check_time = env::get_seconds("KOLO_STALL_CHECK_TIME", c.stall_check_time);
+  c.stall_shutdown_time = env::get_seconds("KOLO_STALL_SHUTDOWN_TIME", c.stall_shutdown_time);
+  c.timeline_path = env::get_string("KOLO_TIMELINE", "");
+  c.timeline_all_ranks = env::get_bool("KOLO_TIMELINE_ALL_RANKS", false);
+  auto recorder = env::get_int("KOLO_FLIGHT_RECORDER_SIZE", static_cast<std::int64_t>(c.flight_recorder_size));
+  if (recorder < 0 || recorder > (1 << 24)) throw InvalidArgumentError("KOLO_FLIGHT_RECORDER_SIZE must be in [0, 16777216]");
+  c.flight_recorder_size = static_cast<std::size_t>(recorder);
+  c.flight_recorder_dir = env::get_string("KOLO_FLIGHT_RECORDER_DIR", "");
   return c;
 }
 

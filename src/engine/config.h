@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <string>
 
 namespace kolo::engine {
 
@@ -13,6 +14,20 @@ struct EngineConfig {
   std::chrono::microseconds cycle_time{1000};
   // KOLO_CACHE_CAPACITY: responses kept for the steady-state fast path (0 disables it).
   std::size_t cache_capacity = 1024;
+  // KOLO_STALL_CHECK_TIME (seconds, 0 disables): rank 0 warns about operations
+  // some ranks have waited on this long while others never submitted them.
+  std::chrono::milliseconds stall_check_time{60000};
+  // KOLO_STALL_SHUTDOWN_TIME (seconds, 0 = never): past this, the job stops with
+  // an error naming the rank that is behind.
+  std::chrono::milliseconds stall_shutdown_time{0};
+  // KOLO_TIMELINE: write a Chrome trace here (rank 0 only, unless
+  // KOLO_TIMELINE_ALL_RANKS=1: then rank r writes <name>.rank<r>.json).
+  std::string timeline_path;
+  bool timeline_all_ranks = false;
+  // KOLO_FLIGHT_RECORDER_SIZE: operations each rank remembers (0 disables);
+  // KOLO_FLIGHT_RECORDER_DIR: where rank<r>.json goes on an error, a stall or SIGUSR1.
+  std::size_t flight_recorder_size = 1024;
+  std::string flight_recorder_dir;
 
   static EngineConfig from_env();
 };

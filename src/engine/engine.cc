@@ -20,6 +20,7 @@
 #include "common/logging.h"
 #include "common/wire.h"
 #include "engine/fusion.h"
+#include "engine/stall_inspector.h"
 #include "kolo/error.h"
 
 namespace kolo::engine {
@@ -30,7 +31,8 @@ constexpr std::size_t kNoUncached = 0;  // 1 if this rank has nothing for the co
 constexpr std::size_t kNoShutdown = 1;  // 1 if this rank is not shutting down
 constexpr std::size_t kNotJoined = 2;   // 1 if this rank has not joined
 constexpr std::size_t kBusy = 3;        // 1 if this rank has operations pending
-constexpr std::size_t kHeader = 4;      // then `slots` ready bits, then `slots` valid bits
+constexpr std::size_t kNoStallCheck = 4;  // 0 when rank 0 asks for a stall report
+constexpr std::size_t kHeader = 5;      // then `slots` ready bits, then `slots` valid bits
 
 std::exception_ptr error_for(const Response& response) {
   if (response.error_kind == ErrorKind::Mismatch) return std::make_exception_ptr(MismatchError(response.error));
@@ -47,6 +49,21 @@ Engine::Engine(std::unique_ptr<comm::Communicator> comm, EngineConfig config)
       cache_(config.cache_capacity),
       coordinator_(size_),
       executor_(*comm_) {
+  if (!config_.timeline_path.empty() && (rank_ == 0 || config_.timeline_all_ranks)) {
+    std::string path = config_.timeline_path;
+    if (config_.timeline_all_ranks) {
+      auto dot = path.rfind(".json");
+      std::string suffix = ".rank" + std::to_string(rank_);
+      path = dot == std::string::npos ? path + suffix : path.insert(dot, suffix);
+    }
+    timeline_ = std::make_unique<Timeline>(path, rank_);
+  }
+  if (config_.flight_recorder_size > 0) {
+    std::string dir = config_.flight_recorder_dir.empty() ? "/tmp/kolo-flight" : config_.flight_recorder_dir;
+    recorder_ = std::make_unique<FlightRecorder>(config_.flight_recorder_size, rank_, size_,
+                                                 dir + "/rank" + std::to_string(rank_) + ".json");
+    recorder_->watch_sigusr1();
+  }
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -62,7 +79,9 @@ void Engine::submit(std::vector<Entry> entries) {
       throw InvalidArgumentError("an operation named '" + e.request.name +
                                  "' is already in flight on this rank; wait for it or use another name");
   }
+  const auto now = std::chrono::steady_clock::now();
   for (auto& e : entries) {
+    e.submitted_at = now;
     in_flight_.insert(e.request.name);
     queue_.push_back(std::move(e));
   }
@@ -93,6 +112,15 @@ void Engine::loop() {
 }
 
 void Engine::fail_everything(std::exception_ptr error) {
+  if (recorder_) {
+    try {
+      std::rethrow_exception(error);
+    } catch (const ShutdownError&) {
+      // an orderly end: nothing to report
+    } catch (const std::exception& e) {
+      recorder_->dump(std::string("error: ") + e.what());
+    }
+  }
   std::vector<Entry> queued;
   {
     std::lock_guard lock(mutex_);
@@ -113,6 +141,7 @@ void Engine::complete(const std::string& name, std::exception_ptr error) {
   auto it = entries_.find(name);
   if (it == entries_.end()) return;
   auto state = std::move(it->second.state);
+  if (recorder_) recorder_->update(it->second.seq, error ? OpPhase::Failed : OpPhase::Done);
   entries_.erase(it);
   {
     // Free the name before waking the waiter, so it may reuse it at once.
@@ -124,6 +153,8 @@ void Engine::complete(const std::string& name, std::exception_ptr error) {
 
 void Engine::accept(Entry entry) {
   Request& request = entry.request;
+  entry.accepted_at = std::chrono::steady_clock::now();
+  if (recorder_) entry.seq = recorder_->begin(request, entry.submitted_at);
   if (request.op == OpType::Join) joined_ = true;
   auto lookup = config_.cache_capacity > 0 && request.group.empty() ? cache_.lookup(request)
                                                                      : ResponseCache::Lookup{};
@@ -162,6 +193,7 @@ bool Engine::run_cycle() {
   agree[kNoShutdown] = !shutting_down;
   agree[kNotJoined] = !joined_;
   agree[kBusy] = !entries_.empty();
+  agree[kNoStallCheck] = !stall_check_due();
   for (const auto& [bit, name] : cached_pending_) agree[kHeader + bit] = 1;
   std::fill(agree.begin() + kHeader + slots, agree.end(), 1);
   for (auto bit : invalidate_) agree[kHeader + slots + bit] = 0;
@@ -169,6 +201,7 @@ bool Engine::run_cycle() {
   comm_->allreduce(agree.data(), agree.data(), agree.size(), DataType::UInt8, ReduceOp::Min);
 
   if (!agree[kNoShutdown]) return false;
+  if (!agree[kNoStallCheck]) inspect_stalls();
   const bool any_joined = !agree[kNotJoined];
   bool coordinate_now = !agree[kNoUncached] || any_joined;
 
@@ -265,7 +298,15 @@ void Engine::execute(const std::vector<Response>& responses, bool store_in_cache
       for (const auto& name : first.names) complete(name, error_for(first));
       continue;
     }
+    if (recorder_) {
+      for (const Response* r : parts) {
+        for (const auto& name : r->names) {
+          if (auto it = entries_.find(name); it != entries_.end()) recorder_->update(it->second.seq, OpPhase::Executing);
+        }
+      }
+    }
     executor_.run(parts, entries_);
+    if (timeline_) record(parts);
     for (const Response* r : parts) {
       if (store_in_cache && ResponseCache::cacheable(*r)) {
         if (auto it = entries_.find(r->names[0]); it != entries_.end() && it->second.request.group.empty())
@@ -286,6 +327,76 @@ void Engine::requeue_evicted() {
     else uncached_.push_back(entries_.at(name).request);
   }
   cached_pending_ = std::move(kept);
+}
+
+bool Engine::stall_check_due() {
+  if (rank_ != 0 || config_.stall_check_time.count() == 0) return false;
+  // Check several times per threshold so that a stall is reported soon after it
+  // crosses it, but never more often than every 100 ms.
+  auto interval = std::clamp(config_.stall_check_time / 4, std::chrono::milliseconds(100),
+                             std::chrono::milliseconds(10000));
+  auto now = std::chrono::steady_clock::now();
+  if (now - last_stall_check_ < interval) return false;
+  last_stall_check_ = now;
+  return true;
+}
+
+void Engine::inspect_stalls() {
+  PendingReport mine;
+  mine.joined = joined_;
+  const auto now = std::chrono::steady_clock::now();
+  for (const auto& [name, e] : entries_) {
+    if (e.request.op == OpType::Join) continue;  // waiting for slower ranks to join is normal
+    auto age = std::chrono::duration_cast<std::chrono::milliseconds>(now - e.submitted_at).count();
+    mine.pending.emplace_back(name, age);
+  }
+  const auto bytes = encode_report(mine);
+  std::uint64_t my_len = bytes.size();
+  std::vector<std::uint64_t> lens(size_);
+  std::vector<std::size_t> eight(size_, sizeof(std::uint64_t));
+  comm_->allgatherv(&my_len, sizeof my_len, lens.data(), eight);
+  std::vector<std::size_t> lengths(lens.begin(), lens.end());
+  std::size_t total = 0;
+  for (auto l : lengths) total += l;
+  std::vector<std::uint8_t> all(total);
+  comm_->allgatherv(bytes.data(), bytes.size(), all.data(), lengths);
+
+  std::vector<PendingReport> reports;
+  std::size_t offset = 0;
+  for (int r = 0; r < size_; ++r) {
+    try {
+      reports.push_back(decode_report(std::span(all.data() + offset, lengths[r])));
+    } catch (const wire::WireError& e) {
+      throw PeerFailureError(r, "rank " + std::to_string(r) + " sent a malformed stall report: " + e.what());
+    }
+    offset += lengths[r];
+  }
+  const auto stalls = find_stalls(reports, config_.stall_check_time);
+  if (!stalls.empty() && recorder_) recorder_->dump("stall: " + describe(stalls.front()));
+  for (const auto& stall : stalls) {
+    if (rank_ == 0) KOLO_LOG(Warning, "stall: " + describe(stall));
+    if (config_.stall_shutdown_time.count() > 0 && stall.waited_ms >= config_.stall_shutdown_time.count())
+      throw PeerFailureError(stall.missing.front(), "kolo stopped the job after a stall (KOLO_STALL_SHUTDOWN_TIME): " +
+                                                        describe(stall));
+  }
+}
+
+void Engine::record(const std::vector<const Response*>& batch) {
+  const auto& p = executor_.last_phases();
+  const char* op = to_string(batch.front()->op);
+  const std::string detail = batch.size() > 1 || p.fused ? "fused batch of " + std::to_string(batch.size()) : "";
+  for (const Response* r : batch) {
+    for (const auto& name : r->names) {
+      auto it = entries_.find(name);
+      if (it == entries_.end()) continue;  // a joined rank's zeros
+      const Entry& e = it->second;
+      timeline_->span(name, "QUEUE", e.submitted_at, e.accepted_at);
+      timeline_->span(name, "NEGOTIATE", e.accepted_at, p.start);
+      if (p.fused) timeline_->span(name, "COPY_IN_FUSION_BUFFER", p.start, p.comm_start);
+      timeline_->span(name, op, p.comm_start, p.comm_end, detail);
+      if (p.fused) timeline_->span(name, "COPY_OUT_FUSION_BUFFER", p.comm_end, p.end);
+    }
+  }
 }
 
 }  // namespace kolo::engine

@@ -23,7 +23,9 @@
 #include "engine/coordinator.h"
 #include "engine/entry.h"
 #include "engine/executor.h"
+#include "engine/flight_recorder.h"
 #include "engine/response_cache.h"
+#include "engine/timeline.h"
 
 namespace kolo::engine {
 
@@ -43,6 +45,8 @@ class Engine {
   void shutdown();
 
   int rank() const { return rank_; }
+  // Null when disabled.
+  const FlightRecorder* flight_recorder() const { return recorder_.get(); }
   int size() const { return size_; }
 
  private:
@@ -55,6 +59,9 @@ class Engine {
   void complete(const std::string& name, std::exception_ptr error);
   void fail_everything(std::exception_ptr error);
   void requeue_evicted();
+  void record(const std::vector<const Response*>& batch);
+  bool stall_check_due();
+  void inspect_stalls();
 
   const int rank_;
   const int size_;
@@ -76,9 +83,12 @@ class Engine {
   std::vector<std::uint32_t> invalidate_;   // cache bits this rank found stale
   bool joined_ = false;
   bool stalled_ = false;  // every rank had work and nothing progressed last cycle
+  std::chrono::steady_clock::time_point last_stall_check_ = std::chrono::steady_clock::now();
   ResponseCache cache_;
   Coordinator coordinator_;  // used on rank 0 only
   Executor executor_;
+  std::unique_ptr<Timeline> timeline_;  // null unless KOLO_TIMELINE is set for this rank
+  std::unique_ptr<FlightRecorder> recorder_;  // null when KOLO_FLIGHT_RECORDER_SIZE=0
 
   std::thread thread_;
 };

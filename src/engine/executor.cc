@@ -25,6 +25,8 @@ Entry& entry_for(EntryMap& entries, const Response& response) {
 
 void Executor::run(const std::vector<const Response*>& batch, EntryMap& entries) {
   const Response& first = *batch.front();
+  phases_ = Phases{};
+  phases_.start = phases_.comm_start = std::chrono::steady_clock::now();
   switch (first.op) {
     case OpType::Allreduce: allreduce(batch, entries); break;
     case OpType::Allgather: allgather(first, entry_for(entries, first)); break;
@@ -36,6 +38,8 @@ void Executor::run(const std::vector<const Response*>& batch, EntryMap& entries)
       if (auto it = entries.find(first.names[0]); it != entries.end()) it->second.state->last_joined = first.last_joined;
       break;
   }
+  phases_.end = std::chrono::steady_clock::now();
+  if (phases_.comm_end < phases_.comm_start) phases_.comm_end = phases_.end;
 }
 
 std::byte* Executor::fusion_buffer(std::size_t bytes) {
@@ -93,9 +97,12 @@ void Executor::allreduce(const std::vector<const Response*>& batch, EntryMap& en
     }
   }
 
+  phases_.fused = !direct;
+  phases_.comm_start = std::chrono::steady_clock::now();
   if (first.prescale != 1.0) scale(data, total, dtype, first.prescale);
   comm_.allreduce(data, data, total, dtype, wire_op);
   finish_reduction(data, total, dtype, first.reduce_op, first.postscale);
+  phases_.comm_end = std::chrono::steady_clock::now();
 
   if (!direct) {
     std::size_t offset = 0;

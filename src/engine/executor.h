@@ -2,6 +2,7 @@
 // of the fusion buffer, applies scale factors, allocates outputs.
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -23,6 +24,13 @@ class Executor {
   // job. Communicator failures propagate as kolo::Error.
   void run(const std::vector<const Response*>& batch, EntryMap& entries);
 
+  // When the phases of the last run() began and ended, for the timeline.
+  struct Phases {
+    std::chrono::steady_clock::time_point start, comm_start, comm_end, end;
+    bool fused = false;
+  };
+  const Phases& last_phases() const { return phases_; }
+
  private:
   void allreduce(const std::vector<const Response*>& batch, EntryMap& entries);
   void allgather(const Response& response, Entry& entry);
@@ -35,6 +43,7 @@ class Executor {
 
   comm::Communicator& comm_;
   std::vector<std::byte> fusion_;
+  Phases phases_;
 };
 
 }  // namespace kolo::engine

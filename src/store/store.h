@@ -29,6 +29,10 @@ class StoreClient {
   // listens) and authenticates with `secret`.
   static std::unique_ptr<StoreClient> connect(const std::string& host, int port, const std::string& secret,
                                               milliseconds timeout);
+  // Connects to the job's store as kolorun describes it: KOLO_STORE_ADDR
+  // ("host:port") and KOLO_SECRET. Throws InvalidArgumentError when either is
+  // missing or malformed.
+  static std::unique_ptr<StoreClient> connect_from_env(milliseconds timeout);
   virtual ~StoreClient() = default;
 
   virtual void set(const std::string& key, const Bytes& value) = 0;
@@ -72,6 +76,14 @@ class StoreServer {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// A store's address as written in KOLO_STORE_ADDR: "host:port", or "[v6addr]:port".
+struct StoreAddress {
+  std::string host;
+  int port = 0;
+};
+// Throws InvalidArgumentError naming `text` when it is not such an address.
+StoreAddress parse_store_address(const std::string& text);
 
 // A random secret suitable for a job: 32 bytes from the kernel, hex-encoded.
 std::string make_secret();

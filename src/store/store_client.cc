@@ -21,8 +21,9 @@ using net::Deadline;
 
 // How long a healthy store may take to answer, on top of a request's own timeout.
 constexpr milliseconds kReplyGrace{60000};
-// The handshake gets at least this long even when connecting used up the timeout.
-constexpr milliseconds kMinHandshakeTime{5000};
+// The handshake gets its own time (the connect timeout, up to this much) even when
+// retrying the connect used up the timeout.
+constexpr milliseconds kMaxExtraHandshakeTime{5000};
 
 std::uint32_t to_wire_timeout(milliseconds timeout) {
   if (timeout.count() <= 0) return 0;
@@ -70,7 +71,7 @@ class TcpStoreClient final : public StoreClient {
     wire::Writer w = start_request(proto::Opcode::Set);
     w.put_string(key);
     w.put_bytes(value);
-    expect_ok(call(std::move(w), milliseconds(0)), "set");
+    expect_ok(call(std::move(w), 0), "set");
   }
 
   Bytes get(const std::string& key, milliseconds timeout) override {
@@ -78,7 +79,7 @@ class TcpStoreClient final : public StoreClient {
     wire::Writer w = start_request(proto::Opcode::Get);
     w.put_string(key);
     w.put(to_wire_timeout(timeout));
-    Reply reply = call(std::move(w), timeout);
+    Reply reply = call(std::move(w), to_wire_timeout(timeout));
     if (reply.status == proto::Status::Timeout) {
       throw TimeoutError("store get: key '" + key + "' did not appear within " + std::to_string(timeout.count()) +
                          " ms");
@@ -95,7 +96,7 @@ class TcpStoreClient final : public StoreClient {
     wire::Writer w = start_request(proto::Opcode::Add);
     w.put_string(key);
     w.put(delta);
-    Reply reply = call(std::move(w), milliseconds(0));
+    Reply reply = call(std::move(w), 0);
     expect_ok(reply, "add");
     return parse(reply, [](wire::Reader& r) { return r.get<std::int64_t>(); });
   }
@@ -105,7 +106,7 @@ class TcpStoreClient final : public StoreClient {
     wire::Writer w = start_request(proto::Opcode::Wait);
     put_keys(w, keys);
     w.put(to_wire_timeout(timeout));
-    Reply reply = call(std::move(w), timeout);
+    Reply reply = call(std::move(w), to_wire_timeout(timeout));
     if (reply.status == proto::Status::Timeout) {
       throw TimeoutError("store wait: " + std::to_string(keys.size()) + " key(s)" +
                          (keys.empty() ? std::string() : " starting with '" + keys.front() + "'") +
@@ -118,7 +119,7 @@ class TcpStoreClient final : public StoreClient {
     check_keys(keys);
     wire::Writer w = start_request(proto::Opcode::Check);
     put_keys(w, keys);
-    Reply reply = call(std::move(w), milliseconds(0));
+    Reply reply = call(std::move(w), 0);
     expect_ok(reply, "check");
     return parse(reply, [](wire::Reader& r) { return r.get<std::uint8_t>() != 0; });
   }
@@ -127,7 +128,7 @@ class TcpStoreClient final : public StoreClient {
     check_key(key);
     wire::Writer w = start_request(proto::Opcode::Delete);
     w.put_string(key);
-    Reply reply = call(std::move(w), milliseconds(0));
+    Reply reply = call(std::move(w), 0);
     expect_ok(reply, "erase");
     parse(reply, [](wire::Reader& r) { return r.get<std::uint8_t>(); });
   }
@@ -138,9 +139,10 @@ class TcpStoreClient final : public StoreClient {
     std::vector<std::uint8_t> payload;  // after the status byte
   };
 
-  // Sends one request and reads its reply. `server_wait` is how long the server
+  // Sends one request and reads its reply. `server_wait_ms` is how long the server
   // may legitimately hold the request before answering.
-  Reply call(wire::Writer request, milliseconds server_wait) {
+  Reply call(wire::Writer request, std::uint32_t server_wait_ms) {
+    const milliseconds reply_within = milliseconds(server_wait_ms) + kReplyGrace;
     std::vector<std::uint8_t>& bytes = request.bytes();
     const auto length = static_cast<std::uint32_t>(bytes.size() - 4);
     std::memcpy(bytes.data(), &length, sizeof(length));
@@ -148,7 +150,7 @@ class TcpStoreClient final : public StoreClient {
     std::lock_guard lock(mutex_);
     if (broken_) throw PeerFailureError(-1, "the kolo store connection to " + where_ + " failed earlier: " + broken_why_);
     try {
-      const Deadline deadline = net::deadline_after(std::max(server_wait, milliseconds(0)) + kReplyGrace);
+      const Deadline deadline = net::deadline_after(reply_within);
       net::write_all(fd_.get(), bytes.data(), bytes.size(), deadline);
       std::uint32_t reply_length = 0;
       net::read_exact(fd_.get(), &reply_length, sizeof(reply_length), deadline);
@@ -169,7 +171,7 @@ class TcpStoreClient final : public StoreClient {
       }
       if (e.kind() == net::SocketError::Kind::TimedOut) {
         fail("the kolo store at " + where_ + " did not answer within " +
-             std::to_string((server_wait + kReplyGrace).count()) + " ms");
+             std::to_string(reply_within.count()) + " ms");
       }
       fail("lost the connection to the kolo store at " + where_ + ": " + e.what());
     }
@@ -226,8 +228,10 @@ void authenticate(int fd, const std::string& secret, const std::string& where, D
     net::write_all(fd, mac.data(), mac.size(), deadline);
     net::read_exact(fd, &verdict, 1, deadline);
   } catch (const net::SocketError& e) {
+    const bool closed = e.kind() == net::SocketError::Kind::Closed;
     throw PeerFailureError(-1, "handshake with the kolo store at " + where + " failed: " + e.what() +
-                                   " (a wrong KOLO_SECRET also ends the connection)");
+                                   (closed ? " (the store closes connections beyond its limit, and slow handshakes)"
+                                           : ""));
   }
   if (verdict != proto::kHandshakeAccepted) {
     throw InvalidArgumentError("the store at " + where +
@@ -250,7 +254,9 @@ std::unique_ptr<StoreClient> StoreClient::connect(const std::string& host, int p
     throw PeerFailureError(-1, "cannot reach the kolo store at " + where + " within " +
                                    std::to_string(timeout.count()) + " ms: " + e.what());
   }
-  authenticate(fd.get(), secret, where, std::max(deadline, net::deadline_after(kMinHandshakeTime)));
+  const Deadline handshake_deadline =
+      std::max(deadline, net::deadline_after(std::min(timeout, kMaxExtraHandshakeTime)));
+  authenticate(fd.get(), secret, where, handshake_deadline);
   return std::make_unique<TcpStoreClient>(std::move(fd), where);
 }
 

@@ -1,0 +1,264 @@
+#include "comm/shm/shm_channel.h"
+
+#include <linux/futex.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <sstream>
+#include <thread>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "comm/shm/process_liveness.h"
+#include "kolo/error.h"
+
+namespace kolo::comm::shm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A sleeping waiter wakes at least this often to check for abort, peer death and
+// the peer timeout, even when nobody wakes it.
+constexpr auto kSleepSlice = std::chrono::milliseconds(20);
+// How long a waiter spins before it sleeps: long enough to cover a peer that is
+// a few microseconds behind, short enough not to steal much from a peer that
+// shares our core.
+constexpr auto kSpinBudget = std::chrono::microseconds(50);
+constexpr auto kOversubscribedSpinBudget = std::chrono::microseconds(10);
+
+// Wraparound-safe "value has reached target" for counters that only move forward
+// and are compared within a small window.
+bool reached(std::uint32_t value, std::uint32_t target) {
+  return static_cast<std::int32_t>(value - target) >= 0;
+}
+
+std::uint32_t* futex_word(std::atomic<std::uint32_t>* word) { return reinterpret_cast<std::uint32_t*>(word); }
+
+// Shared (not FUTEX_PRIVATE) futexes: the words live in memory mapped by several
+// processes.
+bool futex_wait(std::atomic<std::uint32_t>* word, std::uint32_t expected, std::chrono::nanoseconds timeout) {
+  timespec ts{static_cast<time_t>(timeout.count() / 1000000000), static_cast<long>(timeout.count() % 1000000000)};
+  long rc = ::syscall(SYS_futex, futex_word(word), FUTEX_WAIT, expected, &ts, nullptr, 0);
+  return rc == 0 || errno != ETIMEDOUT;  // false: the slice ran out
+}
+
+void futex_wake_all(std::atomic<std::uint32_t>* word) {
+  ::syscall(SYS_futex, futex_word(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+void cpu_relax() {
+#if defined(__x86_64__)
+  _mm_pause();
+#endif
+}
+
+int usable_cpus() {
+  cpu_set_t set;
+  if (::sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
+  return static_cast<int>(std::thread::hardware_concurrency());
+}
+
+std::string seconds_text(Clock::duration d) {
+  std::ostringstream out;
+  out.precision(1);
+  out << std::fixed << std::chrono::duration<double>(d).count() << " s";
+  return out.str();
+}
+
+std::uint32_t progress_of(const RankControl& c) {
+  return c.posted.value.load(std::memory_order_relaxed) + c.reduced.value.load(std::memory_order_relaxed) +
+         c.consumed.value.load(std::memory_order_relaxed);
+}
+
+}  // namespace
+
+ShmChannel::ShmChannel(JoinedSegment segment, int rank, const CommunicatorOptions& options)
+    : mapping_(std::move(segment.mapping)),
+      layout_(segment.layout),
+      small_bytes_(segment.small_bytes),
+      rank_(rank),
+      options_(options),
+      step_(segment.first_step) {
+  oversubscribed_ = layout_.size > usable_cpus();
+  spin_budget_ = oversubscribed_ ? kOversubscribedSpinBudget : kSpinBudget;
+}
+
+ShmChannel::~ShmChannel() {
+  RankControl& me = control(rank_);
+  std::uint32_t active = static_cast<std::uint32_t>(RankState::Active);
+  me.state.compare_exchange_strong(active, static_cast<std::uint32_t>(RankState::Closed), std::memory_order_release);
+  wake_own_sleepers();
+}
+
+RankControl& ShmChannel::control(int rank) const {
+  return reinterpret_cast<RankControl*>(mapping_.base() + layout_.control_offset)[rank];
+}
+
+std::byte* ShmChannel::slot(int rank) const {
+  std::size_t index = static_cast<std::size_t>(rank) * 2 + (step_ & 1u);
+  return mapping_.base() + layout_.data_offset + index * layout_.slot_bytes;
+}
+
+// ---- steps ---------------------------------------------------------------------------
+
+void ShmChannel::acquire_slot() {
+  // The slot was last used two steps ago (step_ - 2); every rank must have
+  // finished it, i.e. published consumed >= step_ - 1.
+  const std::uint32_t target = step_ - 1;
+  for (int d = 1; d < size(); ++d) {
+    int peer = (rank_ + d) % size();
+    wait_until(peer, control(peer).consumed, target);
+  }
+}
+
+void ShmChannel::post() { publish(control(rank_).posted, step_ + 1); }
+void ShmChannel::post_reduced() { publish(control(rank_).reduced, step_ + 1); }
+void ShmChannel::wait_posted(int peer) { wait_until(peer, control(peer).posted, step_ + 1); }
+void ShmChannel::wait_reduced(int peer) { wait_until(peer, control(peer).reduced, step_ + 1); }
+
+void ShmChannel::finish_step() {
+  publish(control(rank_).consumed, step_ + 1);
+  ++step_;
+}
+
+// Dekker-style pairing with sleep_until: the publisher stores the value and then
+// reads `sleepers`; a sleeper increments `sleepers` and then re-reads the value
+// (both sequentially consistent), so at least one of them sees the other. The
+// common case, nobody asleep, costs no system call.
+void ShmChannel::publish(Counter& counter, std::uint32_t value) {
+  counter.value.store(value, std::memory_order_seq_cst);
+  if (counter.sleepers.load(std::memory_order_seq_cst) != 0) futex_wake_all(&counter.value);
+}
+
+// ---- waiting -------------------------------------------------------------------------
+
+void ShmChannel::wait_until(int peer, Counter& counter, std::uint32_t target) {
+  if (reached(counter.value.load(std::memory_order_acquire), target)) return;
+  if (spin_until(counter, target)) return;
+  sleep_until(peer, counter, target);
+}
+
+bool ShmChannel::spin_until(const Counter& counter, std::uint32_t target) const {
+  const auto start = Clock::now();
+  for (std::uint32_t i = 1;; ++i) {
+    cpu_relax();
+    if (reached(counter.value.load(std::memory_order_acquire), target)) return true;
+    if ((i & 63u) == 0) {
+      if (aborted_.load(std::memory_order_relaxed) || Clock::now() - start > spin_budget_) return false;
+      // More ranks than cores: the peer we wait for may need our core.
+      if (oversubscribed_) ::sched_yield();
+    }
+  }
+}
+
+void ShmChannel::sleep_until(int peer, Counter& counter, std::uint32_t target) {
+  const RankControl& peer_control = control(peer);
+  auto last_progress = Clock::now();
+  std::uint32_t last_seen = progress_of(peer_control);
+  auto next_check = last_progress + kSleepSlice;
+  while (true) {
+    throw_if_aborted();
+    bool slice_ran_out = false;
+    counter.sleepers.fetch_add(1, std::memory_order_seq_cst);
+    std::uint32_t value = counter.value.load(std::memory_order_seq_cst);
+    if (!reached(value, target)) {
+      sleeping_on_.store(&counter.value, std::memory_order_seq_cst);
+      if (!aborted_.load(std::memory_order_seq_cst)) slice_ran_out = !futex_wait(&counter.value, value, kSleepSlice);
+      sleeping_on_.store(nullptr, std::memory_order_relaxed);
+    }
+    counter.sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    if (reached(counter.value.load(std::memory_order_acquire), target)) return;
+    throw_if_aborted();
+
+    auto now = Clock::now();
+    std::uint32_t seen = progress_of(peer_control);
+    if (seen != last_seen) {
+      last_seen = seen;
+      last_progress = now;
+    }
+    if (slice_ran_out || now >= next_check) {
+      check_peer(peer, counter, target, now - last_progress);
+      next_check = now + kSleepSlice;
+    }
+  }
+}
+
+void ShmChannel::check_peer(int peer, const Counter& counter, std::uint32_t target, Clock::duration stalled_for) const {
+  const RankControl& pc = control(peer);
+  // A peer may publish its last counter and then close, abort or exit: judge it
+  // only after it has certainly not delivered what we wait for.
+  auto not_delivered = [&] { return !reached(counter.value.load(std::memory_order_acquire), target); };
+  const std::string who = "rank " + std::to_string(peer) + " (pid " + std::to_string(pc.pid.load()) + ")";
+  const std::string context = "rank " + std::to_string(rank_) + " was waiting for it in " + operation_;
+  switch (static_cast<RankState>(pc.state.load(std::memory_order_acquire))) {
+    case RankState::Aborted: {
+      if (!not_delivered()) return;
+      std::string reason(pc.reason, strnlen(pc.reason, kReasonBytes));
+      throw PeerFailureError(peer, who + " aborted: " + reason + " (" + context + ")");
+    }
+    case RankState::Closed:
+      if (!not_delivered()) return;
+      throw PeerFailureError(peer, who + " closed its communicator (" + context +
+                                       "): the ranks did not run the same sequence of collectives");
+    case RankState::Active: break;
+  }
+  if (process_is_dead(pc.pid.load(std::memory_order_acquire)) && not_delivered()) {
+    throw PeerFailureError(peer, who + " died (" + context + ")");
+  }
+  if (stalled_for < options_.peer_timeout) return;
+
+  // Blame the rank furthest behind: the peer we wait for may itself be waiting
+  // for it.
+  int laggard = peer;
+  std::int32_t laggard_behind = static_cast<std::int32_t>(step_ - pc.consumed.value.load());
+  for (int r = 0; r < size(); ++r) {
+    auto behind = static_cast<std::int32_t>(step_ - control(r).consumed.value.load());
+    if (r != rank_ && behind > laggard_behind) {
+      laggard = r;
+      laggard_behind = behind;
+    }
+  }
+  const std::string culprit =
+      "rank " + std::to_string(laggard) + " (pid " + std::to_string(control(laggard).pid.load()) + ")";
+  throw PeerFailureError(laggard, culprit + " made no progress for " + seconds_text(stalled_for) + " (" + context +
+                                      (laggard == peer ? "" : " " + who) + "; peer timeout " +
+                                      seconds_text(options_.peer_timeout) +
+                                      "): the process may be stopped, deadlocked or overloaded");
+}
+
+// ---- abort ---------------------------------------------------------------------------
+
+void ShmChannel::abort(const std::string& reason) {
+  {
+    std::lock_guard lock(abort_mutex_);
+    if (aborted_.load()) return;
+    abort_reason_ = reason;
+    RankControl& me = control(rank_);
+    std::size_t n = std::min(reason.size(), kReasonBytes - 1);
+    std::memcpy(me.reason, reason.data(), n);
+    me.reason[n] = '\0';
+    me.state.store(static_cast<std::uint32_t>(RankState::Aborted), std::memory_order_release);
+    aborted_.store(true, std::memory_order_seq_cst);
+  }
+  if (auto* word = sleeping_on_.load(std::memory_order_seq_cst)) futex_wake_all(word);
+  wake_own_sleepers();
+}
+
+void ShmChannel::throw_if_aborted() const {
+  if (!aborted_.load(std::memory_order_acquire)) return;
+  std::lock_guard lock(abort_mutex_);
+  throw ShutdownError(abort_reason_);
+}
+
+void ShmChannel::wake_own_sleepers() {
+  RankControl& me = control(rank_);
+  for (Counter* c : {&me.posted, &me.reduced, &me.consumed}) futex_wake_all(&c->value);
+}
+
+}  // namespace kolo::comm::shm

@@ -1,0 +1,27 @@
+// The shared-memory communicator: collectives between the processes of one host
+// through one POSIX shared-memory segment, with no other service.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "comm/communicator.h"
+
+namespace kolo::comm {
+
+// Joins the job `job_id` as `rank` of `size` (every rank of the job calls this
+// with the same job id and size). Rank 0 creates the segment /dev/shm/kolo-<job_id>-shm;
+// the others wait for it up to options.connect_timeout. The name is removed as
+// soon as every rank has attached.
+//
+// Tunables (read by rank 0, which records them in the segment for the others):
+//  KOLO_SHM_SLOT_BYTES   bytes per pipeline slot and rank (two slots each)
+//  KOLO_SHM_SMALL_BYTES  allreduce up to this size takes the one-step path
+//
+// Errors: InvalidArgumentError (bad rank/size/job id), kolo::Error (a stale
+// segment of the same name exists), TimeoutError (a rank did not show up),
+// PeerFailureError (a rank died during setup), MismatchError (ranks disagree on size).
+std::unique_ptr<Communicator> make_shm_communicator(int rank, int size, const std::string& job_id,
+                                                    const CommunicatorOptions& options);
+
+}  // namespace kolo::comm

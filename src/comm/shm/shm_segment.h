@@ -1,0 +1,64 @@
+// Creating, finding and mapping a job's POSIX shared-memory segment, with no
+// other service: rank 0 creates "/kolo-<job_id>-shm", the others wait for it to
+// appear and be marked ready, every rank registers its pid, and once all ranks
+// have mapped it the name is unlinked so that nothing is left in /dev/shm even if
+// ranks crash later.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <string>
+
+#include "comm/shm/shm_layout.h"
+
+namespace kolo::comm::shm {
+
+// An mmap'ed region, unmapped on destruction.
+class Mapping {
+ public:
+  Mapping() = default;
+  Mapping(void* base, std::size_t bytes) : base_(base), bytes_(bytes) {}
+  ~Mapping();
+  Mapping(Mapping&& other) noexcept;
+  Mapping& operator=(Mapping&& other) noexcept;
+  Mapping(const Mapping&) = delete;
+  Mapping& operator=(const Mapping&) = delete;
+
+  std::byte* base() const { return static_cast<std::byte*>(base_); }
+  std::size_t bytes() const { return bytes_; }
+
+ private:
+  void* base_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+struct SegmentConfig {
+  std::size_t slot_bytes = 0;
+  std::size_t small_bytes = 0;
+  // Step number the job starts at; every counter starts there. Only tests set it
+  // (close to 2^32, to run through the counters' wraparound).
+  std::uint32_t first_step = 0;
+};
+
+struct JoinedSegment {
+  Mapping mapping;
+  Layout layout;
+  std::size_t small_bytes = 0;
+  std::uint32_t first_step = 0;
+};
+
+// "/kolo-<job_id>-shm"; throws InvalidArgumentError for a job id that is empty,
+// too long or has characters other than [A-Za-z0-9._-].
+std::string segment_name(const std::string& job_id);
+
+// Joins the job: creates (rank 0, with `config`) or attaches to (other ranks, who
+// take the configuration from the header) the segment, publishes this rank's pid,
+// waits until all `size` ranks have attached and unlinks the name.
+// Errors: kolo::Error for a stale segment of the same name (rank 0),
+// TimeoutError naming the ranks that did not show up within `timeout`,
+// PeerFailureError when a rank that attached dies before the others arrive,
+// MismatchError when the segment was made for another job size.
+JoinedSegment join_segment(const std::string& name, int rank, int size, const SegmentConfig& config,
+                           std::chrono::milliseconds timeout);
+
+}  // namespace kolo::comm::shm

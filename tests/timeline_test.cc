@@ -1,0 +1,114 @@
+// KOLO_TIMELINE writes a Chrome trace that is valid JSON, also after a kill.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
+
+#include "harness/multiprocess.h"
+#include "kolo/kolo.h"
+
+namespace kolo::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+nlohmann::json read_trace(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);  // throws when the file is not valid JSON
+}
+
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / (name + "-" + make_job_id() + ".json")).string();
+}
+
+void some_steps(int rank) {
+  for (int step = 0; step < 3; ++step) {
+    std::vector<float> a(1000, 1.0f), b(10, 2.0f);
+    Handle ha = kolo::allreduce_async(make_tensor(a.data(), 1000), {.name = "grad.a"});
+    Handle hb = kolo::allreduce_async(make_tensor(b.data(), 10), {.name = "grad.b"});
+    ha.wait();
+    hb.wait();
+  }
+  std::vector<std::int32_t> big(1 << 16, rank);
+  kolo::broadcast(make_tensor(big.data(), 1 << 16), 0, {.name = "weights"});
+}
+
+TEST(Timeline, TracesEveryTensorPhase) {
+  const auto path = temp_path("kolo-timeline");
+  SpawnOptions options;
+  options.env["KOLO_TIMELINE"] = path;
+  run_ranks(2, [](int rank) {
+    kolo::init();
+    some_steps(rank);
+    kolo::shutdown();
+  }, options);
+  auto trace = read_trace(path);
+  std::filesystem::remove(path);
+  ASSERT_TRUE(trace.is_array());
+  std::set<std::string> tracks, phases;
+  for (const auto& e : trace) {
+    if (e["ph"] == "M" && e["name"] == "thread_name") tracks.insert(e["args"]["name"].get<std::string>());
+    if (e["ph"] == "X") {
+      phases.insert(e["name"].get<std::string>());
+      EXPECT_GE(e["dur"].get<std::int64_t>(), 0);
+      EXPECT_EQ(e["pid"], 0) << "only rank 0 writes by default";
+    }
+  }
+  for (const char* t : {"grad.a", "grad.b", "weights"}) EXPECT_TRUE(tracks.count(t)) << t;
+  for (const char* p : {"QUEUE", "NEGOTIATE", "allreduce", "broadcast"}) EXPECT_TRUE(phases.count(p)) << p;
+}
+
+TEST(Timeline, EveryRankWritesItsOwnFileWhenAsked) {
+  const auto path = temp_path("kolo-timeline-all");
+  SpawnOptions options;
+  options.env["KOLO_TIMELINE"] = path;
+  options.env["KOLO_TIMELINE_ALL_RANKS"] = "1";
+  run_ranks(2, [](int rank) {
+    kolo::init();
+    some_steps(rank);
+    kolo::shutdown();
+  }, options);
+  for (int r = 0; r < 2; ++r) {
+    auto file = path.substr(0, path.size() - 5) + ".rank" + std::to_string(r) + ".json";
+    auto trace = read_trace(file);
+    std::filesystem::remove(file);
+    EXPECT_GT(trace.size(), 10u) << file;
+  }
+}
+
+TEST(Timeline, StaysValidJsonWhenTheJobIsKilled) {
+  const auto path = temp_path("kolo-timeline-killed");
+  SpawnOptions options;
+  options.env["KOLO_TIMELINE"] = path;
+  auto outcomes = spawn_ranks(2, [](int rank) {
+    kolo::init();
+    some_steps(rank);
+    std::this_thread::sleep_for(300ms);  // the writer flushes at least every 100 ms
+    raise(SIGKILL);
+  }, options);
+  EXPECT_EQ(outcomes[0].signal, SIGKILL);
+  auto trace = read_trace(path);
+  std::filesystem::remove(path);
+  EXPECT_GT(trace.size(), 10u);
+}
+
+TEST(Timeline, UnwritablePathIsAClearError) {
+  SpawnOptions options;
+  options.env["KOLO_TIMELINE"] = "/nonexistent-dir/trace.json";
+  run_ranks(1, [](int) {
+    try {
+      kolo::init();
+      ADD_FAILURE() << "init succeeded";
+    } catch (const InvalidArgumentError& e) {
+      EXPECT_NE(std::string(e.what()).find("/nonexistent-dir/trace.json"), std::string::npos) << e.what();
+    }
+  }, options);
+}
+
+}  // namespace
+}  // namespace kolo::testing

@@ -1,0 +1,153 @@
+#include "flight_report.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+namespace kolo::flight {
+namespace {
+
+struct Op {
+  std::uint64_t seq = 0;
+  std::string name, op, state;
+  double age_s = 0;  // since submission, at the time of the dump
+};
+
+struct RankRecord {
+  int rank = -1;
+  std::string reason;
+  std::vector<Op> ops;  // oldest first
+};
+
+std::string ranks_text(const std::vector<int>& ranks) {
+  std::string out;
+  for (int r : ranks) out += (out.empty() ? "" : ", ") + std::to_string(r);
+  return out;
+}
+
+std::string seconds(double s) {
+  std::ostringstream out;
+  out.precision(1);
+  out << std::fixed << s << " s";
+  return out.str();
+}
+
+bool pending(const Op& op) { return op.state == "negotiating" || op.state == "executing"; }
+
+RankRecord parse(const std::string& text) {
+  auto j = nlohmann::json::parse(text);
+  RankRecord r;
+  r.rank = j.at("rank").get<int>();
+  r.reason = j.value("reason", "");
+  const auto now = j.at("now_us").get<std::int64_t>();
+  for (const auto& rec : j.at("records")) {
+    Op op;
+    op.seq = rec.at("seq").get<std::uint64_t>();
+    op.name = rec.at("name").get<std::string>();
+    op.op = rec.at("op").get<std::string>();
+    op.state = rec.at("state").get<std::string>();
+    op.age_s = static_cast<double>(now - rec.at("submitted_us").get<std::int64_t>()) / 1e6;
+    r.ops.push_back(std::move(op));
+  }
+  return r;
+}
+
+}  // namespace
+
+std::string report_for_records(const std::vector<std::string>& rank_json, int size) {
+  std::ostringstream out;
+  std::map<int, RankRecord> ranks;
+  for (const auto& text : rank_json) {
+    try {
+      auto r = parse(text);
+      ranks[r.rank] = std::move(r);
+    } catch (const std::exception& e) {
+      out << "  (a flight record could not be read: " << e.what() << ")\n";
+    }
+  }
+  if (size <= 0) size = ranks.empty() ? 0 : ranks.rbegin()->first + 1;
+
+  std::vector<int> silent;
+  for (int r = 0; r < size; ++r) {
+    auto it = ranks.find(r);
+    if (it == ranks.end()) {
+      silent.push_back(r);
+      continue;
+    }
+    const RankRecord& rec = it->second;
+    out << "  rank " << r << " (" << rec.reason << "): ";
+    auto last_done = std::find_if(rec.ops.rbegin(), rec.ops.rend(), [](const Op& o) { return o.state == "done"; });
+    if (last_done != rec.ops.rend()) out << "last completed #" << last_done->seq << " '" << last_done->name << "'";
+    else out << "no completed operation on record";
+    std::vector<const Op*> waiting;
+    for (const auto& op : rec.ops) if (pending(op)) waiting.push_back(&op);
+    if (waiting.empty()) out << ", nothing pending\n";
+    else {
+      out << ", pending:";
+      for (const Op* op : waiting) out << " #" << op->seq << " " << op->op << " '" << op->name << "' (" << op->state << ", " << seconds(op->age_s) << ")";
+      out << "\n";
+    }
+  }
+
+  // Verdict: a name pending somewhere that another rank has not submitted at all
+  // (neither pending nor on record) names that rank as behind.
+  std::map<std::string, std::vector<int>> pending_on;
+  std::map<std::string, double> oldest;
+  for (const auto& [r, rec] : ranks) {
+    for (const auto& op : rec.ops) {
+      if (!pending(op)) continue;
+      pending_on[op.name].push_back(r);
+      oldest[op.name] = std::max(oldest[op.name], op.age_s);
+    }
+  }
+  std::vector<std::pair<double, std::string>> verdicts;
+  for (const auto& [name, waiting] : pending_on) {
+    std::vector<int> behind;
+    for (const auto& [r, rec] : ranks) {
+      bool seen = std::any_of(rec.ops.begin(), rec.ops.end(), [&](const Op& o) { return o.name == name; });
+      if (!seen) behind.push_back(r);
+    }
+    if (behind.empty()) {
+      if (static_cast<int>(waiting.size()) == size)
+        verdicts.emplace_back(oldest[name], "'" + name + "' was submitted by every rank but has not completed (" +
+                                                seconds(oldest[name]) + "): the transport is stuck or a peer failed");
+      continue;
+    }
+    verdicts.emplace_back(oldest[name], "rank(s) " + ranks_text(behind) + " behind: '" + name + "' is pending on rank(s) " +
+                                            ranks_text(waiting) + " for " + seconds(oldest[name]) +
+                                            " and was never submitted by rank(s) " + ranks_text(behind));
+  }
+  std::sort(verdicts.begin(), verdicts.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+
+  std::ostringstream head;
+  head << "flight recorder report for " << size << " rank(s):\n";
+  if (!silent.empty()) head << "  no flight record from rank(s) " << ranks_text(silent) << " (did they die before writing one?)\n";
+  for (const auto& [age, text] : verdicts) head << "  verdict: " << text << "\n";
+  if (verdicts.empty() && silent.empty()) head << "  verdict: no rank is waiting on another\n";
+  return head.str() + out.str();
+}
+
+std::string report_for_directory(const std::string& dir, int size) {
+  std::vector<std::string> texts;
+  std::error_code ec;
+  std::vector<std::filesystem::path> files;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    auto name = entry.path().filename().string();
+    if (name.rfind("rank", 0) == 0 && entry.path().extension() == ".json") files.push_back(entry.path());
+  }
+  if (ec) return "flight recorder report: cannot read " + dir + ": " + ec.message() + "\n";
+  std::sort(files.begin(), files.end());
+  for (const auto& f : files) {
+    std::ifstream in(f);
+    std::stringstream buf;
+    buf << in.rdbuf();
+    texts.push_back(buf.str());
+  }
+  return report_for_records(texts, size);
+}
+
+}  // namespace kolo::flight

@@ -1,0 +1,18 @@
+// Reads every rank's flight record (rank<r>.json, written by the engine on an
+// error, a stall or SIGUSR1) and says which rank is behind and on which tensor.
+// Used by `kolo-flight-report DIR` and by kolorun when a job fails.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace kolo::flight {
+
+// The report for the records in `dir` of a job of `size` ranks (0: infer from the
+// records). Never throws: unreadable files are named in the report.
+std::string report_for_directory(const std::string& dir, int size = 0);
+
+// The same from the files' contents, one string per rank file (for tests).
+std::string report_for_records(const std::vector<std::string>& rank_json, int size);
+
+}  // namespace kolo::flight
