@@ -7,9 +7,11 @@
 #include <torch/optim/adam.h>
 #include <torch/optim/sgd.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
-#include <tuple>
+#include <thread>
+#include <vector>
 
 #include "harness/multiprocess.h"
 #include "kolo/kolo.h"
@@ -243,6 +245,41 @@ TEST_P(DistributedOptimizerTest, ParametersWithoutGradientDoNotHang) {
   });
 }
 
+TEST_P(DistributedOptimizerTest, AllreducesStartDuringBackward) {
+  kolo::testing::run_ranks(GetParam(), [](int rank) {
+    RankSession session;
+    auto [x, y] = global_batch(rank, kBatchPerRank);  // every rank its own data
+    at::manual_seed(7);
+    TinyNet reference(at::kDouble, at::kDouble);
+    at::mse_loss(reference->forward(x), y).backward();
+    std::vector<at::Tensor> expected;
+    for (const auto& parameter : reference->parameters()) {
+      expected.push_back(kolo::torch::allreduce(parameter.grad(), {ReduceOp::Average, 1.0, 1.0, ""}));
+    }
+
+    at::manual_seed(7);
+    TinyNet model(at::kDouble, at::kDouble);
+    auto sgd = std::make_shared<::torch::optim::SGD>(model->parameters(), ::torch::optim::SGDOptions(0.1));
+    DistributedOptimizer optimizer(sgd, model->named_parameters());
+    at::mse_loss(model->forward(x), y).backward();
+    // Without synchronize() or step(), the averages arrive in the gradients by
+    // themselves: the hooks started the allreduces.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    auto averaged = [&] {
+      auto parameters = model->parameters();
+      for (std::size_t i = 0; i < parameters.size(); ++i) {
+        if (!at::allclose(parameters[i].grad(), expected[i], 1e-12, 1e-12)) return false;
+      }
+      return true;
+    };
+    while (!averaged() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    EXPECT_TRUE(averaged()) << "gradients were not averaged before step()";
+    optimizer.step();
+  });
+}
+
 TEST_P(DistributedOptimizerTest, NamesFollowTheParameterNames) {
   kolo::testing::run_ranks(GetParam(), [](int) {
     RankSession session;
@@ -259,6 +296,7 @@ TEST_P(DistributedOptimizerTest, NamesFollowTheParameterNames) {
 TEST_P(DistributedOptimizerTest, TooManyBackwardPassesIsAnError) {
   kolo::testing::run_ranks(GetParam(), [](int) {
     RankSession session;
+    at::manual_seed(7);
     TinyNet model(at::kDouble, at::kDouble);
     auto sgd = std::make_shared<::torch::optim::SGD>(model->parameters(), ::torch::optim::SGDOptions(0.1));
     DistributedOptimizer optimizer(sgd, model->named_parameters());
