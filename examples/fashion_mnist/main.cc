@@ -196,7 +196,9 @@ int main(int argc, char** argv) {
   fashion_mnist::Flags flags;
   CLI::App app("Fashion-MNIST data-parallel training with kolo::torch (run under kolorun)");
   app.add_option("--data-dir", flags.data_dir, "Folder with the (gzipped) IDX files")->capture_default_str();
-  app.add_option("--epochs", flags.epochs, "Passes over the training set")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--epochs", flags.epochs, "Passes over the training set")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   app.add_option("--batch-size", flags.batch_size, "Samples per batch on each worker")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

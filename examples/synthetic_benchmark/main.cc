@@ -140,7 +140,9 @@ int main(int argc, char** argv) {
   app.add_option("--image-size", flags.image_size, "Height and width of the random images")
       ->check(CLI::Range(32, 1024))
       ->capture_default_str();
-  app.add_option("--num-classes", flags.num_classes, "Output classes")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--num-classes", flags.num_classes, "Output classes")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   app.add_option("--num-warmup-batches", flags.num_warmup_batches, "Batches before timing")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();

@@ -135,7 +135,8 @@ c10::IValue broadcast_object(const c10::IValue& value, int root, const std::stri
   try {
     return ::torch::pickle_load(std::vector<char>(received.begin(), received.end()));
   } catch (const c10::Error& e) {
-    throw InvalidArgumentError(std::string("broadcast_object: could not unpickle root's value: ") + e.what_without_backtrace());
+    throw InvalidArgumentError(std::string("broadcast_object: could not unpickle root's value: ") +
+                               e.what_without_backtrace());
   }
 }
 

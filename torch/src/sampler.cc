@@ -20,7 +20,8 @@ namespace {
 // library: ranks built against different libraries must still agree.
 std::uint64_t uniform_below(std::mt19937_64& generator, std::uint64_t bound) {
   // Reject the top sliver of the range that would bias the modulo.
-  const std::uint64_t limit = std::numeric_limits<std::uint64_t>::max() - std::numeric_limits<std::uint64_t>::max() % bound;
+  constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max();
+  const std::uint64_t limit = kMax - kMax % bound;
   std::uint64_t draw;
   do {
     draw = generator();
