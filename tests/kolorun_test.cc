@@ -547,10 +547,10 @@ INSTANTIATE_TEST_SUITE_P(
                       BadInput{{"-np", "2", "--kill-grace", "-1", "true"}, 2, "--kill-grace"},
                       BadInput{{"-np", "2", "--verbose=yes", "true"}, 2, "--verbose takes no value"},
                       BadInput{{"-np", "3", "-H", "localhost:2", "true"}, 2, "-np 3 is more than the 2 slots"},
-                      BadInput{{"-np", "2", "-H", "otherhost:2", "true"}, 2, "multi-host launch is not supported"},
+                      BadInput{{"-np", "2", "-H", ":2", "true"}, 2, "has no host name"},
                       BadInput{{"-np", "2", "-H", "localhost:two", "true"}, 2, "positive slot count"},
                       BadInput{{"-np", "2", "-H", "localhost:2,", "true"}, 2, "empty entry"},
-                      BadInput{{"-np", "2", "--hostfile", "hosts", "true"}, 2, "--hostfile is not supported yet"},
+                      BadInput{{"-np", "2", "--hostfile", "/nonexistent/hosts", "true"}, 2, "cannot read hostfile"},
                       BadInput{{"-np", "2", "kolo-no-such-program"}, 127, "command not found"},
                       BadInput{{"-np", "2", "/nonexistent/program"}, 127, "cannot run '/nonexistent/program'"},
                       BadInput{{"-np", "2", "/tmp"}, 126, "is a directory"}));

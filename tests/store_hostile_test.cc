@@ -115,7 +115,7 @@ class StoreHostileTest : public ::testing::Test {
   }
 
   std::string secret_ = make_secret();
-  StoreServer server_{secret_, "127.0.0.1", 0, StoreServerOptions{.handshake_timeout = 300ms, .max_connections = 64}};
+  StoreServer server_{secret_, "127.0.0.1", 0, StoreServerOptions{.handshake_timeout = 1s, .max_connections = 64}};
   std::unique_ptr<StoreClient> bystander_;
 };
 
@@ -237,7 +237,7 @@ TEST_F(StoreHostileTest, NeverFinishingTheHandshakeIsClosedAtTheTimeout) {
   auto start = std::chrono::steady_clock::now();
   EXPECT_TRUE(silent.closed_by_server_within(3s));
   EXPECT_TRUE(slow.closed_by_server_within(3s));
-  EXPECT_GE(std::chrono::steady_clock::now() - start, 200ms);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 900ms);
   EXPECT_EQ(server_.rejected_connections(), 2u);
   expect_still_serving();
 }

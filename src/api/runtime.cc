@@ -36,19 +36,11 @@ std::string hostname() {
   return buf;
 }
 
-std::pair<std::string, int> split_address(const std::string& addr) {
-  auto colon = addr.rfind(':');
-  if (colon == std::string::npos || colon == 0) throw InvalidArgumentError("KOLO_STORE_ADDR '" + addr + "' is not host:port");
-  auto port = env::parse_int(addr.substr(colon + 1), "KOLO_STORE_ADDR port");
-  if (port <= 0 || port > 65535) throw InvalidArgumentError("KOLO_STORE_ADDR '" + addr + "' has an invalid port");
-  return {addr.substr(0, colon), static_cast<int>(port)};
-}
-
 // Every rank announces itself in the store and waits for all the others, so that a
 // rank that never started is named here instead of hanging the first collective.
 std::unique_ptr<store::StoreClient> rendezvous(const Topology& t, int generation, std::chrono::milliseconds timeout) {
-  auto [host, port] = split_address(t.store_addr);
-  auto client = store::StoreClient::connect(host, port, t.secret, timeout);
+  auto address = store::parse_store_address(t.store_addr);
+  auto client = store::StoreClient::connect(address.host, address.port, t.secret, timeout);
   const std::string prefix = "init/" + std::to_string(generation) + "/rank/";
   std::string me = hostname() + ":" + std::to_string(getpid());
   client->set(prefix + std::to_string(t.rank), store::Bytes(me.begin(), me.end()));

@@ -8,8 +8,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <sstream>
 
+#include "heartbeat_sender.h"
 #include "output_relay.h"
 
 namespace kolorun {
@@ -37,12 +39,26 @@ std::pair<std::string, int> describe_wait_status(int status) {
   return {"was killed by signal " + std::to_string(sig) + " (" + ::strsignal(sig) + ")", 128 + sig};
 }
 
+// Once a remote rank has been told to die (its control channel closed), how long
+// its local ssh / launcher process may take to report back before it is killed
+// here: the remote host may be unreachable.
+constexpr milliseconds kRemoteKillWait{3000};
+
 struct RankState {
   int rank = 0;
   pid_t pid = -1;
+  std::string label;  // empty: "rank N (pid P)"
   bool running = false;
   UniqueFd pipes[2];
   std::unique_ptr<LineRelay> relays[2];
+  std::shared_ptr<RemoteControl> control;
+  std::function<std::string(int)> explain_exit;
+
+  std::string who() const {
+    return label.empty() ? "rank " + std::to_string(rank) + " (pid " + std::to_string(pid) + ")" : label;
+  }
+  // "rank 2 (pid 7) exited with code 3" / "rank 2 on host h1: exited with code 3"
+  std::string event(const std::string& what) const { return who() + (label.empty() ? " " : ": ") + what; }
 };
 
 }  // namespace
@@ -74,16 +90,26 @@ struct JobSupervisor::Impl {
   std::optional<int> exit_status;  // set by what first ended the job
   bool stopping = false;
   bool killed = false;
-  std::optional<Clock::time_point> job_deadline, kill_deadline, drain_deadline;
+  std::optional<Clock::time_point> job_deadline, kill_deadline, drain_deadline, remote_kill_deadline;
+  std::unique_ptr<HeartbeatSender> heartbeats;  // only when some rank is remote
 
   void report(const std::string& message) {
     err.append_line("kolorun: ", message);
     err.flush();
   }
 
+  void signal_rank(RankState& r, int sig) {
+    if (r.control && !r.control->closed()) {
+      r.control->send_signal(sig);
+      if (sig == SIGKILL && !remote_kill_deadline) remote_kill_deadline = Clock::now() + kRemoteKillWait;
+      return;
+    }
+    ::kill(-r.pid, sig);
+  }
+
   void signal_running(int sig) {
     for (auto& r : ranks)
-      if (r.running) ::kill(-r.pid, sig);
+      if (r.running) signal_rank(r, sig);
   }
 
   // Ends the job: records its status (the first cause wins), tells the ranks with
@@ -101,9 +127,8 @@ struct JobSupervisor::Impl {
   void kill_remaining() {
     for (auto& r : ranks) {
       if (!r.running) continue;
-      report("rank " + std::to_string(r.rank) + " (pid " + std::to_string(r.pid) + ") did not stop within " +
-             seconds_text(settings.kill_grace) + "; killing it");
-      ::kill(-r.pid, SIGKILL);
+      report(r.event("did not stop within " + seconds_text(settings.kill_grace) + "; killing it"));
+      signal_rank(r, SIGKILL);
     }
     killed = true;
   }
@@ -116,8 +141,12 @@ struct JobSupervisor::Impl {
       try {
         RankProcess process = spawner.spawn(spec);
         state.pid = process.pid;
+        state.label = spec.label;
         state.pipes[kStdout] = std::move(process.stdout_pipe);
         state.pipes[kStderr] = std::move(process.stderr_pipe);
+        state.control = std::move(process.control);
+        if (state.control && heartbeats) heartbeats->add(state.control);
+        state.explain_exit = std::move(process.explain_exit);
       } catch (const LaunchError& e) {
         stop_job(e.exit_code(), SIGTERM, e.what());
         break;
@@ -125,7 +154,10 @@ struct JobSupervisor::Impl {
       state.running = true;
       state.relays[kStdout] = std::make_unique<LineRelay>(line_prefix(spec.rank, "stdout", settings.tag_output), out);
       state.relays[kStderr] = std::make_unique<LineRelay>(line_prefix(spec.rank, "stderr", settings.tag_output), err);
-      if (settings.verbose) report("rank " + std::to_string(spec.rank) + " started (pid " + std::to_string(state.pid) + ")");
+      if (settings.verbose) {
+        report(state.label.empty() ? state.event("started")
+                                   : state.label + " started (local pid " + std::to_string(state.pid) + ")");
+      }
       ranks.push_back(std::move(state));
       handle_signals();  // an interrupt while starting stops the start
     }
@@ -133,8 +165,13 @@ struct JobSupervisor::Impl {
 
   void on_rank_exit(RankState& r, int status) {
     r.running = false;
+    if (r.control) r.control->close();
     auto [how, code] = describe_wait_status(status);
-    std::string text = "rank " + std::to_string(r.rank) + " (pid " + std::to_string(r.pid) + ") " + how;
+    if (r.explain_exit && WIFEXITED(status)) {
+      std::string explanation = r.explain_exit(code);
+      if (!explanation.empty()) how += " (" + explanation + ")";
+    }
+    std::string text = r.event(how);
     bool failed = code != 0;
     if (failed && !stopping) {
       stop_job(code, SIGTERM, text);
@@ -211,6 +248,11 @@ struct JobSupervisor::Impl {
                "the job did not finish within " + seconds_text(*settings.timeout) + " (--timeout); stopping it");
     }
     if (kill_deadline && !killed && now >= *kill_deadline) kill_remaining();
+    if (remote_kill_deadline && now >= *remote_kill_deadline) {
+      for (auto& r : ranks)
+        if (r.running) ::kill(-r.pid, SIGKILL);
+      remote_kill_deadline.reset();
+    }
     if (!any_running() && !drain_deadline) drain_deadline = now + settings.output_drain;
     if (drain_deadline && now >= *drain_deadline) {
       for (auto& r : ranks)
@@ -227,6 +269,7 @@ struct JobSupervisor::Impl {
     consider(job_deadline, !stopping);
     consider(kill_deadline, !killed);
     consider(drain_deadline, true);
+    consider(remote_kill_deadline, true);
     if (!next) return -1;
     auto wait = std::chrono::ceil<milliseconds>(*next - now).count();
     return static_cast<int>(std::clamp<long long>(wait, 0, 60'000));
@@ -254,6 +297,8 @@ struct JobSupervisor::Impl {
 
   int run(const std::vector<LaunchSpec>& specs) {
     if (settings.timeout) job_deadline = Clock::now() + *settings.timeout;
+    for (const auto& spec : specs)
+      if (spec.remote && !heartbeats) heartbeats = std::make_unique<HeartbeatSender>(settings.heartbeat_interval);
     start_ranks(specs);
     while (any_running() || any_stream_open()) {
       poll_once();

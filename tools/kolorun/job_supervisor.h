@@ -9,11 +9,14 @@
 //    group and the status is 128+signal (a second such signal kills at once);
 //  - --timeout passes: SIGTERM to every rank, status 124;
 //  - a rank's program cannot be executed: named, the others are stopped, status 127.
+// Remote ranks are signalled through their control channel (remote_control.h),
+// and hear a heartbeat every heartbeat_interval (from a thread of its own).
 // Ranks still running kill_grace after being asked to stop get SIGKILL. When a
 // rank's main process exits, whatever is left in its process group is killed, so
 // nothing outlives the job.
 //
-// Single-threaded: one poll loop over a signalfd and the ranks' output pipes.
+// One poll loop over a signalfd and the ranks' output pipes; the only other
+// thread sends remote ranks' heartbeats.
 #pragma once
 
 #include <chrono>
@@ -34,6 +37,8 @@ struct SupervisorSettings {
   // After the last rank exits, how long to wait for output still in flight from
   // processes that escaped its process group.
   std::chrono::milliseconds output_drain{2000};
+  // How often remote ranks hear that kolorun is alive.
+  std::chrono::milliseconds heartbeat_interval{2000};
 };
 
 class JobSupervisor {

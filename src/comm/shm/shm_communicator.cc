@@ -79,6 +79,7 @@
 
 #include "comm/shm/shm_channel.h"
 #include "comm/shm/shm_segment.h"
+#include "comm/shm/stream_copy.h"
 #include "common/env.h"
 #include "common/reduce.h"
 #include "kolo/error.h"
@@ -127,6 +128,8 @@ std::size_t max_of(std::span<const std::size_t> sizes) {
   return m;
 }
 
+void copy_plain(void* dst, const void* src, std::size_t bytes) { std::memcpy(dst, src, bytes); }
+
 void copy_bytes(void* dst, const void* src, std::size_t bytes) {
   if (bytes > 0 && dst != src) std::memcpy(dst, src, bytes);
 }
@@ -142,6 +145,7 @@ class ShmCommunicator final : public Communicator {
 
   void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op) override {
     run("allreduce", [&] {
+      check_reduction(dtype, op);
       const std::size_t bytes = count * element_size(dtype);
       if (bytes == 0) return;
       if (bytes <= channel_->small_bytes()) {
@@ -155,6 +159,7 @@ class ShmCommunicator final : public Communicator {
   void reduce_scatter(const void* send, void* recv, std::span<const std::size_t> recv_counts, DataType dtype,
                       ReduceOp op) override {
     run("reduce_scatter", [&] {
+      check_reduction(dtype, op);
       check_per_rank(recv_counts, "recv_counts");
       do_reduce_scatter(static_cast<const std::byte*>(send), static_cast<std::byte*>(recv), recv_counts, dtype, op);
     });
@@ -218,6 +223,24 @@ class ShmCommunicator final : public Communicator {
     } catch (const PeerFailureError&) {
       failure_ = std::current_exception();
       throw;
+    } catch (const ShutdownError&) {
+      throw;
+    } catch (const std::exception& e) {
+      // Anything else that interrupts a step leaves this rank out of step with
+      // its peers; errors found before a step began (or after it ended) do not.
+      if (channel_->mid_step()) {
+        failure_ = std::make_exception_ptr(Error(std::string("the shm communicator is unusable: ") + operation +
+                                                 " was interrupted by an error: " + e.what()));
+      }
+      throw;
+    }
+  }
+
+  static void check_reduction(DataType dtype, ReduceOp op) {
+    if (!is_valid(dtype)) throw InvalidArgumentError("invalid data type " + std::to_string(static_cast<int>(dtype)));
+    if (!is_valid(op) || op == ReduceOp::Average) {
+      throw InvalidArgumentError(std::string("the shm communicator reduces with sum, min, max or product, not ") +
+                                 to_string(op) + " (Average is Sum followed by a division)");
     }
   }
 
@@ -266,6 +289,7 @@ class ShmCommunicator final : public Communicator {
     const std::size_t es = element_size(dtype);
     const std::size_t chunk = channel_->slot_bytes() / es;
     const std::size_t align = std::max<std::size_t>(1, shm::kCacheLine / es);
+    auto copy_out = count * es >= shm::kStreamingOutputBytes ? shm::copy_streaming : copy_plain;
     for (std::size_t base = 0; base < count; base += chunk) {
       const std::size_t len = std::min(chunk, count - base);
       std::byte* mine = channel_->slot(me);
@@ -290,14 +314,14 @@ class ShmCommunicator final : public Communicator {
         reduce_many(mine + own.begin * es, srcs_.data(), n, own.size(), dtype, op);
       }
       channel_->post_reduced();
-      std::memcpy(recv + (base + own.begin) * es, mine + own.begin * es, own.size() * es);
+      copy_out(recv + (base + own.begin) * es, mine + own.begin * es, own.size() * es);
 
       for (int d = 1; d < n; ++d) {
         const int j = (me + d) % n;
         Piece p = piece_of(len, n, j, align);
         if (p.size() == 0) continue;
         channel_->wait_reduced(j);
-        std::memcpy(recv + (base + p.begin) * es, channel_->slot(j) + p.begin * es, p.size() * es);
+        copy_out(recv + (base + p.begin) * es, channel_->slot(j) + p.begin * es, p.size() * es);
       }
       channel_->finish_step();
     }
