@@ -12,6 +12,11 @@ packages=(
   iproute2 procps openssh-client openssh-server
 )
 
+# --fuzz adds what the libFuzzer targets need (clang and its runtime).
+if [[ "${1:-}" == "--fuzz" ]]; then
+  packages=(clang-14 libclang-rt-14-dev)
+fi
+
 missing=()
 for p in "${packages[@]}"; do
   status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
