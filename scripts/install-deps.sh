@@ -9,7 +9,7 @@ packages=(
   libgloo-dev libopenmpi-dev openmpi-bin
   libtorch-dev python3-torch libopenblas0-pthread zlib1g-dev
   dataset-fashion-mnist gnuplot-nox
-  iproute2 procps openssh-client openssh-server
+  iproute2 procps openssh-client openssh-server slurm-wlm
 )
 
 # --fuzz adds what the libFuzzer targets need (clang and its runtime).
