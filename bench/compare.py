@@ -237,7 +237,7 @@ def main():
     ap.add_argument("--timeout", type=int, default=600, help="seconds per program launch (600)")
     ap.add_argument("--out", default="bench/results")
     ap.add_argument("--verbose", action="store_true")
-    ap.add_argument("--from-json", help="re-summarize a compare-<op>.json written earlier instead of running")
+    ap.add_argument("--from-json", help="re-summarize compare-<op>.json files written earlier (comma-separated) instead of running")
     args = ap.parse_args()
     args.ranks = [int(x) for x in args.ranks.split(",")]
     args.sizes = [parse_bytes(x) for x in args.sizes.split(",")] if args.sizes else []
@@ -246,11 +246,16 @@ def main():
     args.budget_bytes = parse_bytes(args.budget_bytes)
 
     if args.from_json:
-        # Summarize saved results again (another --stat), without running anything.
-        with open(args.from_json) as f:
-            saved = json.load(f)
-        args.op = saved["op"]
-        raw = saved["runs"]
+        # Summarize saved results again (another --stat, several sessions' rounds
+        # together), without running anything.
+        raw = []
+        for path in args.from_json.split(","):
+            with open(path) as f:
+                saved = json.load(f)
+            args.op = saved["op"]
+            offset = 1 + max((run["round"] for run in raw), default=-1)
+            for run in saved["runs"]:
+                raw.append(dict(run, round=run["round"] + offset))
         args.rounds = 1 + max(run["round"] for run in raw)
         rows = [row for run in raw for row in rows_of(run, args.op)]
         names = list(dict.fromkeys(run["program"] for run in raw))
