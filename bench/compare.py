@@ -55,7 +55,13 @@ def find_programs(args):
     programs = []
 
     def kolorun_argv(n, binary, *flags):
-        return [kolorun, "-np", str(n), "--no-tag-output", "--timeout", str(args.timeout), binary, *flags]
+        launcher = [kolorun, "-np", str(n), "--no-tag-output", "--timeout", str(args.timeout)]
+        if args.bind:
+            # One core per rank, round robin, as mpirun binds its ranks by default
+            # (kolorun itself leaves placement to the kernel).
+            pin = 'exec taskset -c "$((KOLO_LOCAL_RANK % $(nproc)))" "$0" "$@"'
+            return launcher + ["/bin/sh", "-c", pin, binary, *flags]
+        return launcher + [binary, *flags]
 
     def mpirun_argv(n, transport):
         mca = ["--mca", "pml", "ob1"]
@@ -177,7 +183,8 @@ def print_tables(table, programs, args):
     peers = [n for n in names if n not in KOLO_PROGRAMS]
     kolos = [n for n in names if n in KOLO_PROGRAMS]
     for n, sizes in sorted(table.items()):
-        print(f"\n## {args.op}, {n} ranks: busbw (GB/s) from the {args.stat} iteration time "
+        bound = ", kolo and gloo ranks bound to cores" if args.bind else ""
+        print(f"\n## {args.op}, {n} ranks{bound}: busbw (GB/s) from the {args.stat} iteration time "
               f"({args.pick} of {args.rounds} round(s)); ratio = kolo / best peer")
         head = f"{'bytes':>11} " + " ".join(f"{x:>10}" for x in names) + f" {'best peer':>10}"
         head += "".join(f" {k + '/best':>15}" for k in kolos)
@@ -200,7 +207,7 @@ def write_outputs(rows, raw, table, programs, args):
     os.makedirs(args.out, exist_ok=True)
     base = os.path.join(args.out, f"compare-{args.op}")
     with open(base + ".json", "w") as f:
-        json.dump({"op": args.op, "stat": args.stat, "ranks": args.ranks, "runs": raw}, f)
+        json.dump({"op": args.op, "stat": args.stat, "ranks": args.ranks, "bind": args.bind, "runs": raw}, f)
     with open(base + ".csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0].keys()) if rows else ["op"])
         w.writeheader()
@@ -237,6 +244,8 @@ def main():
     ap.add_argument("--programs", default="kolo-comm,kolo-api,mpi-shm,mpi-tcp,gloo-ring,gloo-hd",
                     help="which to run; kolo-gloo (kolo's TCP communicator alone) is also known")
     ap.add_argument("--gloo-algorithms", default="ring,halving-doubling")
+    ap.add_argument("--bind", action="store_true",
+                    help="bind each kolo and gloo rank to one core (taskset), as mpirun does with its ranks")
     ap.add_argument("--pick", default="best", choices=["best", "median"],
                     help="with several --rounds: each program's best round per size, or its median round (best)")
     ap.add_argument("--check", action="store_true", help="also verify every result")
@@ -263,6 +272,7 @@ def main():
             for run in saved["runs"]:
                 raw.append(dict(run, round=run["round"] + offset))
         args.rounds = 1 + max(run["round"] for run in raw)
+        args.bind = saved.get("bind", False)
         rows = [row for run in raw for row in rows_of(run, args.op)]
         names = list(dict.fromkeys(run["program"] for run in raw))
         programs = [Program(name, None) for name in names]
