@@ -134,7 +134,7 @@ void expect_check_catches_corruption(const std::vector<std::string>& args, int n
   const auto& p = points.back();
   const std::size_t elem = elem_size(o.type);
   std::vector<std::vector<unsigned char>> send(n, std::vector<unsigned char>(p.send_count * elem));
-  for (int r = 0; r < n; ++r) fill_input(o, p, r, n, send[r].data());
+  for (int r = 0; r < n; ++r) fill_input(o, p, r, send[r].data());
   for (int r = 0; r < n; ++r) {
     std::vector<unsigned char> out(p.recv_count * elem);
     switch (o.collective) {
@@ -170,7 +170,7 @@ TEST(KoloBenchCore, CheckKnowsEveryReduction) {
       auto o = options_from({"--dtype", type, "--reduce", reduce, "--min-bytes", "96", "--max-bytes", "96"});
       const auto p = plan_sizes(o, 1).front();
       std::vector<unsigned char> buf(p.send_count * elem_size(o.type));
-      fill_input(o, p, 0, 1, buf.data());
+      fill_input(o, p, 0, buf.data());
       EXPECT_EQ(count_wrong(o, p, 0, 1, buf.data()), 0u) << type << " " << reduce;
       poison(o.type, buf.data(), p.recv_count);
       EXPECT_EQ(count_wrong(o, p, 0, 1, buf.data()), p.recv_count) << type << " " << reduce;

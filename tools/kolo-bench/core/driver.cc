@@ -73,7 +73,7 @@ int run_sweep(const BenchOptions& o, Backend& backend, const std::string& progra
   reporter.begin();
   std::int64_t total_wrong = 0;
   for (const auto& p : points) {
-    fill_input(o, p, rank, n, send.data());
+    fill_input(o, p, rank, send.data());
     if (!result_in_send(o)) poison(o.type, recv, p.recv_count);
     RunOnce run = backend.prepare(o, p, send.data(), recv);
     backend.barrier();
@@ -83,7 +83,7 @@ int run_sweep(const BenchOptions& o, Backend& backend, const std::string& progra
     std::int64_t wrong = -1;
     if (o.check) {
       // The timed runs may have changed an in-place input: start again from a known one.
-      fill_input(o, p, rank, n, send.data());
+      fill_input(o, p, rank, send.data());
       if (!result_in_send(o)) poison(o.type, recv, p.recv_count);
       backend.barrier();
       const void* result = run();

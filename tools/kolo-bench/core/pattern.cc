@@ -103,8 +103,7 @@ void poison(ElemType type, void* data, std::size_t count) {
   }
 }
 
-void fill_input(const BenchOptions& o, const SizePoint& p, int rank, int nranks, void* send) {
-  (void)nranks;
+void fill_input(const BenchOptions& o, const SizePoint& p, int rank, void* send) {
   if (o.collective == Collective::Broadcast && rank != o.root) {
     poison(o.type, send, p.send_count);
     return;

@@ -13,7 +13,7 @@ namespace kolo::bench {
 
 // Fills this rank's input for one size: `send` (which is `recv` for in-place
 // allreduce and for broadcast; non-root ranks of a broadcast get poison).
-void fill_input(const BenchOptions& options, const SizePoint& point, int rank, int nranks, void* send);
+void fill_input(const BenchOptions& options, const SizePoint& point, int rank, void* send);
 
 // Overwrites `count` elements with a value no correct result contains.
 void poison(ElemType type, void* data, std::size_t count);
