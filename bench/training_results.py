@@ -7,6 +7,8 @@ scaling efficiency (throughput on N workers / (N x throughput on one)).
   /usr/bin/python3 bench/training_results.py --input saved_output.txt
 
 Understood lines (anything else is ignored):
+  run_training_bench.sh's summary: a header "<model> img/sec  1 worker  2 workers
+      scaling", then one row per framework: "<name>  <img/s>  <img/s>  <pct>%"
   RESULT,<framework>,<workers>,<images per second, all workers>
   Total img/sec on <N> worker(s): <X> [+-<Y>]   (Horovod's synthetic benchmark; the
       framework is the last "== <name>" or "### <name>" header line before it, or
@@ -22,13 +24,22 @@ import sys
 RESULT = re.compile(r"^RESULT,([\w.+-]+),(\d+),([0-9.eE+-]+)\s*$")
 HOROVOD = re.compile(r"Total img/sec on (\d+) worker\(s\):\s*([0-9.]+)")
 HEADER = re.compile(r"^\s*(?:={2,}|#{3,})\s*([\w.+ -]+?)\s*(?:={2,}|#*)\s*$")
+SUMMARY_HEADER = re.compile(r"img/sec\s+((?:\d+ workers?\s*)+)scaling")
+SUMMARY_ROW = re.compile(r"^(\S.*?)\s+((?:[0-9.]+\s+)+)[0-9.]+%\s*$")
 
 
 def parse(lines):
     samples = {}  # (framework, workers) -> [img/s]
     framework = "kolo"
+    summary_workers = None  # worker counts of the summary table's columns, once seen
     for line in lines:
-        if m := RESULT.match(line):
+        if m := SUMMARY_HEADER.search(line):
+            summary_workers = [int(w) for w in re.findall(r"(\d+) workers?", m.group(1))]
+        elif summary_workers and (m := SUMMARY_ROW.match(line)):
+            values = [float(v) for v in m.group(2).split()]
+            for n, x in zip(summary_workers, values):
+                samples.setdefault((m.group(1).strip(), n), []).append(x)
+        elif m := RESULT.match(line):
             samples.setdefault((m.group(1), int(m.group(2))), []).append(float(m.group(3)))
         elif m := HOROVOD.search(line):
             samples.setdefault((framework, int(m.group(1))), []).append(float(m.group(2)))
@@ -39,7 +50,7 @@ def parse(lines):
 
 def with_efficiency(results):
     rows = []
-    for fw in sorted({f for f, _ in results}):
+    for fw in sorted({f for f, _ in results}, key=lambda f: (f != "kolo", f)):
         points = sorted((n, x) for (f, n), x in results.items() if f == fw)
         base_n, base_x = points[0]
         per_worker = base_x / base_n  # one worker's throughput, or the smallest run's share
@@ -54,7 +65,7 @@ def write(rows, out):
         w = csv.DictWriter(f, fieldnames=["framework", "workers", "img_per_sec", "efficiency"])
         w.writeheader()
         w.writerows(rows)
-    frameworks = sorted({r["framework"] for r in rows})
+    frameworks = list(dict.fromkeys(r["framework"] for r in rows))  # kolo first
     workers = sorted({r["workers"] for r in rows})
     by_key = {(r["framework"], r["workers"]): r for r in rows}
     with open(os.path.join(out, "training-wide.csv"), "w", newline="") as f:
