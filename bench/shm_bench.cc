@@ -5,11 +5,13 @@
 //
 // Forks RANKS processes on this host, which join one shm job and allreduce every
 // size from MIN_BYTES to MAX_BYTES (multiplying by FACTOR). For each size it
-// prints the time of one allreduce (the slowest rank's average) and the bus
-// bandwidth in the nccl-tests convention: algbw = bytes / time,
-// busbw = algbw * 2 (n - 1) / n.
+// prints the time of one allreduce (the slowest rank's average), the bus
+// bandwidth in the nccl-tests convention (algbw = bytes / time,
+// busbw = algbw * 2 (n - 1) / n) and the CPU time of one allreduce (the
+// busiest rank's), which a loaded machine disturbs much less than the time.
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -34,7 +36,7 @@ struct Config {
   int ranks = 2;
   std::size_t min_bytes = 8;
   std::size_t max_bytes = std::size_t{256} << 20;
-  std::size_t factor = 4;
+  std::size_t factor = 2;
   kolo::DataType dtype = kolo::DataType::Float32;
   kolo::ReduceOp op = kolo::ReduceOp::Sum;
   double seconds_per_size = 0.3;  // target measuring time per size
@@ -93,11 +95,37 @@ std::string random_job_id() {
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
+// CPU time (user + system) this process has used: on a shared, loaded machine it
+// says more about the cost of an operation than the wall clock does.
+double cpu_seconds() {
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  auto seconds = [](const timeval& tv) { return static_cast<double>(tv.tv_sec) + tv.tv_usec * 1e-6; };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
 // The slowest rank's value, so that every rank prints and decides alike.
 double max_over_ranks(kolo::comm::Communicator& comm, double value) {
   double out = 0;
   comm.allreduce(&value, &out, 1, kolo::DataType::Float64, kolo::ReduceOp::Max);
   return out;
+}
+
+// One checked allreduce: every rank contributes rank + 1 everywhere.
+void verify(kolo::comm::Communicator& comm, std::vector<std::byte>& send, std::vector<std::byte>& recv,
+            std::size_t count) {
+  auto* in = reinterpret_cast<float*>(send.data());
+  auto* out = reinterpret_cast<float*>(recv.data());
+  std::fill(in, in + count, static_cast<float>(comm.rank() + 1));
+  std::fill(out, out + count, -1.0f);
+  comm.allreduce(in, out, count, kolo::DataType::Float32, kolo::ReduceOp::Sum);
+  const float expected = static_cast<float>(comm.size() * (comm.size() + 1) / 2);
+  for (std::size_t i = 0; i < count; ++i) {
+    if (out[i] != expected) {
+      throw kolo::Error("wrong result at element " + std::to_string(i) + " of " + std::to_string(count) + ": " +
+                        std::to_string(out[i]) + " instead of " + std::to_string(expected));
+    }
+  }
 }
 
 void run_rank(int rank, const Config& config, const std::string& job_id) {
@@ -110,8 +138,8 @@ void run_rank(int rank, const Config& config, const std::string& job_id) {
   if (rank == 0) {
     std::printf("# kolo shm allreduce, %d ranks, %s %s\n", config.ranks, kolo::to_string(config.dtype),
                 kolo::to_string(config.op));
-    std::printf("%12s %12s %8s %12s %12s %12s\n", "bytes", "count", "iters", "time(us)", "algbw(GB/s)",
-                "busbw(GB/s)");
+    std::printf("%12s %12s %8s %12s %12s %12s %12s\n", "bytes", "count", "iters", "time(us)", "algbw(GB/s)",
+                "busbw(GB/s)", "cpu(us)");
   }
   for (std::size_t bytes = config.min_bytes; bytes <= config.max_bytes; bytes *= config.factor) {
     const std::size_t count = std::max<std::size_t>(1, bytes / es);
@@ -127,13 +155,17 @@ void run_rank(int rank, const Config& config, const std::string& job_id) {
     int iters = std::clamp(static_cast<int>(config.seconds_per_size / per_op), 3, 100000);
     comm->barrier();
     t0 = Clock::now();
+    const double cpu0 = cpu_seconds();
     for (int i = 0; i < iters; ++i) once();
+    const double cpu = max_over_ranks(*comm, (cpu_seconds() - cpu0) / iters);
     double time = max_over_ranks(*comm, seconds_since(t0) / iters);
+    if (config.dtype == kolo::DataType::Float32 && config.op == kolo::ReduceOp::Sum) verify(*comm, send, recv, count);
     if (rank == 0) {
       double actual = static_cast<double>(count * es);
       double algbw = actual / time / 1e9;
       double busbw = algbw * 2.0 * (config.ranks - 1) / config.ranks;
-      std::printf("%12zu %12zu %8d %12.2f %12.3f %12.3f\n", count * es, count, iters, time * 1e6, algbw, busbw);
+      std::printf("%12zu %12zu %8d %12.2f %12.3f %12.3f %12.2f\n", count * es, count, iters, time * 1e6, algbw, busbw,
+                  cpu * 1e6);
       std::fflush(stdout);
     }
   }

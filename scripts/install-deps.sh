@@ -9,8 +9,13 @@ packages=(
   libgloo-dev libopenmpi-dev openmpi-bin
   libtorch-dev python3-torch libopenblas0-pthread zlib1g-dev
   dataset-fashion-mnist gnuplot-nox
-  iproute2 procps
+  iproute2 procps openssh-client openssh-server slurm-wlm
 )
+
+# --fuzz adds what the libFuzzer targets need (clang and its runtime).
+if [[ "${1:-}" == "--fuzz" ]]; then
+  packages=(clang-14 libclang-rt-14-dev)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

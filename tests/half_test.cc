@@ -9,6 +9,10 @@
 #include <cstdint>
 #include <limits>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 namespace kolo {
 namespace {
 
@@ -117,6 +121,33 @@ TEST(Half, FloatToFp16MatchesCompilerFloat16) {
     auto half = static_cast<std::uint16_t>(h);
     if (is_fp16_nan(half)) continue;
     ASSERT_EQ(fp16_to_float(half), static_cast<float>(std::bit_cast<_Float16>(half))) << std::hex << h;
+  }
+}
+#endif
+
+#if defined(__x86_64__)
+__attribute__((target("f16c"))) float f16c_to_float(std::uint16_t h) { return _cvtsh_ss(h); }
+__attribute__((target("f16c"))) std::uint16_t f16c_from_float(float f) {
+  return static_cast<std::uint16_t>(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+
+// The kernels use F16C when the CPU has it and half.h otherwise: both must give
+// the same bits, NaN payloads included.
+TEST(Half, Fp16ConversionsMatchF16cBitForBit) {
+  if (!__builtin_cpu_supports("f16c")) GTEST_SKIP() << "no F16C on this CPU";
+  for (std::uint32_t h = 0; h < 65536; ++h) {
+    auto half = static_cast<std::uint16_t>(h);
+    ASSERT_EQ(std::bit_cast<std::uint32_t>(fp16_to_float(half)), std::bit_cast<std::uint32_t>(f16c_to_float(half)))
+        << "h=0x" << std::hex << h;
+  }
+  auto check = [](std::uint32_t bits) {
+    float f = from_bits(bits);
+    ASSERT_EQ(float_to_fp16(f), f16c_from_float(f)) << "bits=0x" << std::hex << bits;
+  };
+  for (std::uint64_t bits = 0; bits < (1ull << 32); bits += 4099) check(static_cast<std::uint32_t>(bits));
+  for (std::uint32_t payload = 1; payload < (1u << 23); payload += 997) {  // NaNs, both signs
+    check(0x7f800000u | payload);
+    check(0xff800000u | payload);
   }
 }
 #endif

@@ -108,7 +108,9 @@ Bytes random_input(DataType dtype, std::size_t count, std::mt19937& rng) {
       case DataType::Int8: b[i] = static_cast<std::uint8_t>(byte(rng)); break;
       case DataType::Bool: b[i] = static_cast<std::uint8_t>(byte(rng) < 128 ? 0 : byte(rng) % 3 + 1); break;
       case DataType::Int32: store<std::int32_t>(b, i, static_cast<std::int32_t>(rng())); break;
-      case DataType::Int64: store<std::int64_t>(b, i, static_cast<std::int64_t>((std::uint64_t{rng()} << 32) | rng())); break;
+      case DataType::Int64:
+        store<std::int64_t>(b, i, static_cast<std::int64_t>((std::uint64_t{rng()} << 32) | rng()));
+        break;
       case DataType::Float32: store<float>(b, i, real(rng)); break;
       case DataType::Float64: store<double>(b, i, real(rng) * 1.000001); break;
       case DataType::Float16: store<std::uint16_t>(b, i, float_to_fp16(real(rng))); break;
@@ -279,7 +281,9 @@ TEST(Reduce, HalfTypesAccumulateInFloatAndRoundOnce) {
 // of float (ties, carries into the exponent, overflow to inf, NaN payloads).
 TEST(Reduce, Bf16KernelRoundingMatchesHalfHeader) {
   std::vector<float> values;
-  for (std::uint64_t bits = 0; bits < (1ull << 32); bits += 40009) values.push_back(std::bit_cast<float>(static_cast<std::uint32_t>(bits)));
+  for (std::uint64_t bits = 0; bits < (1ull << 32); bits += 40009) {
+    values.push_back(std::bit_cast<float>(static_cast<std::uint32_t>(bits)));
+  }
   for (std::uint32_t tie : {0x3f808000u, 0x3f818000u, 0x7f7fffffu, 0x7f7f8000u, 0x00008000u, 0x7f800001u, 0xff800001u})
     values.push_back(std::bit_cast<float>(tie));
   // A bf16 "sum" of v and 0 is the conversion of v (after an exact float load).

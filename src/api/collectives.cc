@@ -24,6 +24,16 @@ void check_tensor(const Tensor& t, const char* role, const std::string& name) {
                                " elements");
 }
 
+// Set while a blocking call submits: it waits right away and so drives the
+// engine's cycles itself (Engine::drive); waking the background thread would only
+// add a context switch.
+thread_local bool t_caller_waits = false;
+
+struct CallerWaits {
+  CallerWaits() { t_caller_waits = true; }
+  ~CallerWaits() { t_caller_waits = false; }
+};
+
 std::string name_for(const std::string& given, const char* op, const Location& where) {
   return given.empty() ? auto_name(op, where) : given;
 }
@@ -37,12 +47,20 @@ Request describe(const std::string& name, OpType op, const Tensor& t) {
   return r;
 }
 
+Handle submit(std::vector<Entry> entries) {
+  auto engine = runtime::engine();
+  auto state = entries.front().state;
+  state->engine = engine;
+  engine->submit(std::move(entries), !t_caller_waits);
+  t_caller_waits = false;
+  return Handle(state);
+}
+
 Handle submit(Request request, Tensor input, Tensor output) {
   auto state = std::make_shared<detail::OpState>(request.name);
   std::vector<Entry> entries;
   entries.push_back(Entry{std::move(request), input, output, state});
-  runtime::engine()->submit(std::move(entries));
-  return Handle(state);
+  return submit(std::move(entries));
 }
 
 Request allreduce_request(const std::string& name, const Tensor& t, const AllreduceOptions& o) {
@@ -71,10 +89,12 @@ Handle allreduce_async(Tensor input, Tensor output, const AllreduceOptions& opti
 }
 
 void allreduce(Tensor tensor, const AllreduceOptions& options, Location where) {
+  CallerWaits waits;
   allreduce_async(tensor, options, where).wait();
 }
 
 void allreduce(Tensor input, Tensor output, const AllreduceOptions& options, Location where) {
+  CallerWaits waits;
   allreduce_async(input, output, options, where).wait();
 }
 
@@ -91,11 +111,11 @@ Handle grouped_allreduce_async(std::span<const Tensor> tensors, const AllreduceO
     r.group_size = static_cast<std::int32_t>(tensors.size());
     entries.push_back(Entry{std::move(r), tensors[i], tensors[i], state});
   }
-  runtime::engine()->submit(std::move(entries));
-  return Handle(state);
+  return submit(std::move(entries));
 }
 
 void grouped_allreduce(std::span<const Tensor> tensors, const AllreduceOptions& options, Location where) {
+  CallerWaits waits;
   grouped_allreduce_async(tensors, options, where).wait();
 }
 
@@ -106,6 +126,7 @@ Handle allgather_async(Tensor input, const CollectiveOptions& options, Location 
 }
 
 Buffer allgather(Tensor input, const CollectiveOptions& options, Location where) {
+  CallerWaits waits;
   return allgather_async(input, options, where).take_output();
 }
 
@@ -118,6 +139,7 @@ Handle broadcast_async(Tensor tensor, int root, const CollectiveOptions& options
 }
 
 void broadcast(Tensor tensor, int root, const CollectiveOptions& options, Location where) {
+  CallerWaits waits;
   broadcast_async(tensor, root, options, where).wait();
 }
 
@@ -130,6 +152,7 @@ Handle alltoall_async(Tensor input, std::vector<std::int64_t> splits, const Coll
 }
 
 Buffer alltoall(Tensor input, std::vector<std::int64_t> splits, const CollectiveOptions& options, Location where) {
+  CallerWaits waits;
   return alltoall_async(input, std::move(splits), options, where).take_output();
 }
 
@@ -143,6 +166,7 @@ Handle reducescatter_async(Tensor input, ReduceOp op, const CollectiveOptions& o
 }
 
 Buffer reducescatter(Tensor input, ReduceOp op, const CollectiveOptions& options, Location where) {
+  CallerWaits waits;
   return reducescatter_async(input, op, options, where).take_output();
 }
 
@@ -150,6 +174,7 @@ void barrier(const CollectiveOptions& options, Location where) {
   Request r;
   r.name = name_for(options.name, "barrier", where);
   r.op = OpType::Barrier;
+  CallerWaits waits;
   submit(std::move(r), Tensor{}, Tensor{}).wait();
 }
 
@@ -157,6 +182,7 @@ int join() {
   Request r;
   r.name = "kolo.join";
   r.op = OpType::Join;
+  CallerWaits waits;
   return submit(std::move(r), Tensor{}, Tensor{}).last_joined_rank();
 }
 

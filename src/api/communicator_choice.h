@@ -1,4 +1,18 @@
 // Which communicator a job uses, from where its ranks run and how they started.
+//
+//   KOLO_BACKEND=auto (default)
+//     started by mpirun (and kolo built with MPI)      -> mpi
+//     every rank on one host                            -> shm
+//     ranks on several hosts                            -> hierarchical (shm + gloo)
+//   KOLO_BACKEND=shm    shm; an error when the job spans hosts
+//   KOLO_BACKEND=gloo   gloo (TCP) between all ranks, also on one host
+//   KOLO_BACKEND=mpi    mpi; the ranks must have been started by mpirun
+//   KOLO_HIERARCHICAL=0 gives gloo instead of hierarchical across hosts;
+//   KOLO_HIERARCHICAL=1 forces hierarchical (also on one host, and with
+//                        KOLO_BACKEND=gloo). mpi ignores it.
+// hierarchical needs the same number of ranks on every host, numbered host by
+// host; for other layouts auto falls back to gloo (with a warning) and a forced
+// KOLO_HIERARCHICAL=1 is an error. gloo and hierarchical need the rendezvous store.
 #pragma once
 
 #include <memory>
@@ -10,7 +24,8 @@
 namespace kolo {
 
 // `generation` counts init() calls (names must be fresh for each session);
-// `store` is the job's rendezvous store client, null when the job has none.
+// `store` is the job's rendezvous store client, null when the job has none; it
+// must outlive the communicator.
 std::unique_ptr<comm::Communicator> make_communicator(const Topology& topology, int generation,
                                                       store::StoreClient* store);
 

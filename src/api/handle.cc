@@ -1,5 +1,6 @@
 #include "kolo/handle.h"
 
+#include "engine/engine.h"
 #include "engine/op_state.h"
 #include "kolo/error.h"
 
@@ -11,16 +12,27 @@ const detail::OpState& checked(const std::shared_ptr<detail::OpState>& state) {
   return *state;
 }
 
+// Lets the waiting thread run the engine's cycles itself (see Engine::drive).
+void drive(const detail::OpState& state, std::chrono::steady_clock::time_point deadline) {
+  if (auto engine = state.engine.lock()) engine->drive(state, deadline);
+}
+
 }  // namespace
 
 Handle::Handle(std::shared_ptr<detail::OpState> state) : state_(std::move(state)) {}
 
 bool Handle::poll() const { return state_ && state_->done(); }
 
-void Handle::wait() const { checked(state_).wait(); }
+void Handle::wait() const {
+  const auto& state = checked(state_);
+  drive(state, std::chrono::steady_clock::time_point::max());
+  state.wait();
+}
 
 void Handle::wait(std::chrono::milliseconds timeout) const {
-  if (!checked(state_).wait_until(std::chrono::steady_clock::now() + timeout))
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  drive(checked(state_), deadline);
+  if (!state_->wait_until(deadline))
     throw TimeoutError("operation '" + state_->name() + "' did not finish within " + std::to_string(timeout.count()) +
                        " ms");
 }
@@ -28,19 +40,19 @@ void Handle::wait(std::chrono::milliseconds timeout) const {
 const std::string& Handle::name() const { return checked(state_).name(); }
 
 Buffer& Handle::output() const {
-  checked(state_).wait();
+  wait();
   return state_->output;
 }
 
 Buffer Handle::take_output() const { return std::move(output()); }
 
 const std::vector<std::int64_t>& Handle::received_splits() const {
-  checked(state_).wait();
+  wait();
   return state_->received_splits;
 }
 
 int Handle::last_joined_rank() const {
-  checked(state_).wait();
+  wait();
   return state_->last_joined;
 }
 

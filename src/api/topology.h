@@ -1,9 +1,19 @@
-// Where this process stands in the job, as the launcher told it.
+// Where this process stands in the job, as its launcher told it.
 #pragma once
 
 #include <string>
 
 namespace kolo {
+
+// Who started the processes of the job.
+enum class Launcher {
+  None,     // no launcher: a job of one
+  Kolorun,  // KOLO_RANK, KOLO_SIZE, ... (kolorun, or anything that sets them)
+  Mpirun,   // OpenMPI's mpirun (OMPI_COMM_WORLD_*) or MPICH's hydra (PMI_*, MPI_LOCAL*)
+  Srun,     // Slurm (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NODEID, ...)
+};
+
+const char* to_string(Launcher launcher);
 
 struct Topology {
   int rank = 0;
@@ -12,14 +22,18 @@ struct Topology {
   int local_size = 1;
   int cross_rank = 0;
   int cross_size = 1;
+  Launcher launcher = Launcher::None;
   std::string job_id;      // names this job's shared-memory segments
   std::string store_addr;  // host:port of the rendezvous store; empty without one
   std::string secret;      // proves membership of the job to the store
 };
 
-// Reads KOLO_* (set by kolorun). Without them the process is a job of one.
-// Throws InvalidArgumentError naming the variable for inconsistent values, and for
-// launchers kolo cannot work with yet.
+// Reads the launcher's environment: KOLO_* (kolorun) first, then mpirun's, then
+// Slurm's. Without any the process is a job of one. The store comes from
+// KOLO_STORE_ADDR / KOLO_SECRET, or, for mpirun and srun jobs without them, from
+// the rendezvous file (rendezvous_file.h) when KOLO_RENDEZVOUS_FILE is set or a
+// Slurm job spans nodes. Throws InvalidArgumentError naming the variable for
+// missing or inconsistent values.
 Topology topology_from_env();
 
 }  // namespace kolo

@@ -1,5 +1,7 @@
 // IEEE binary16 and bfloat16 conversions (round to nearest even), used by the
-// reduction kernels and the tests' references.
+// reduction kernels and the tests' references. The binary16 ones give exactly
+// the bits of the F16C instructions, NaNs included, so that kernels may use
+// either and still agree.
 #pragma once
 
 #include <cstdint>
@@ -41,7 +43,8 @@ inline float fp16_to_float(std::uint16_t h) {
       bits = sign | static_cast<std::uint32_t>(127 - 15 - e) << 23 | (mant & 0x3ffu) << 13;
     }
   } else if (exp == 0x1f) {
-    bits = sign | 0x7f800000u | (mant << 13);
+    // NaNs come out quiet, payload kept (as F16C's vcvtph2ps does).
+    bits = sign | 0x7f800000u | (mant << 13) | (mant != 0 ? 0x00400000u : 0u);
   } else {
     bits = sign | (exp + 127 - 15) << 23 | (mant << 13);
   }
@@ -55,8 +58,8 @@ inline std::uint16_t float_to_fp16(float f) {
   std::memcpy(&bits, &f, sizeof bits);
   std::uint32_t sign = (bits >> 16) & 0x8000u;
   std::uint32_t abs = bits & 0x7fffffffu;
-  if (abs >= 0x7f800000u) {  // inf or NaN
-    return static_cast<std::uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0u));
+  if (abs >= 0x7f800000u) {  // inf, or NaN: quiet, top payload bits kept (as F16C's vcvtps2ph does)
+    return static_cast<std::uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u | ((abs >> 13) & 0x3ffu) : 0u));
   }
   if (abs >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // rounds to inf
   if (abs < 0x38800000u) {  // result is subnormal or zero

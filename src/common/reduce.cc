@@ -19,9 +19,9 @@
 //  - floating Min/Max propagate NaN (like torch.minimum/maximum): if any input of
 //    an element is NaN, the result is NaN.
 //
-// The per-type entry points are compiled twice (AVX2 and baseline x86-64) and
-// picked at load time (target_clones). Float16 conversions use F16C when the CPU
-// has it; F16C rounds exactly like half.h.
+// The per-type entry points are compiled three times (x86-64-v4, i.e. AVX-512;
+// AVX2; baseline x86-64) and picked at load time (target_clones). Float16
+// conversions use F16C when the CPU has it; F16C rounds exactly like half.h.
 #include "common/reduce.h"
 
 #include <algorithm>
@@ -45,7 +45,7 @@
 #endif
 #endif
 #if defined(__x86_64__) && !defined(KOLO_NO_CLONES)
-#define KOLO_CLONES __attribute__((target_clones("avx2", "default")))
+#define KOLO_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
 #else
 #define KOLO_CLONES
 #endif
@@ -150,18 +150,30 @@ KOLO_INLINE void reduce_stored(void* dst_v, const void* const* srcs_v, int n, st
 // ---- half types: accumulate in float32 blocks, round once --------------------------
 
 struct BFloat16Codec {
-  KOLO_INLINE static void load(float* __restrict out, const std::uint16_t* __restrict in, std::size_t n) {
-    for (std::size_t i = 0; i < n; ++i) out[i] = std::bit_cast<float>(static_cast<std::uint32_t>(in[i]) << 16);
+  KOLO_INLINE static float widen(std::uint16_t h) { return std::bit_cast<float>(static_cast<std::uint32_t>(h) << 16); }
+  // Branch-free float_to_bf16 (half.h) so that loops vectorize; the tests check
+  // that both agree.
+  KOLO_INLINE static std::uint16_t narrow(float f) {
+    std::uint32_t bits = std::bit_cast<std::uint32_t>(f);
+    std::uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
+    std::uint32_t quiet_nan = (bits >> 16) | 0x40u;
+    // A signed compare (the masked value is non-negative) vectorizes to one
+    // instruction; AVX2 has no unsigned one.
+    bool is_nan = static_cast<std::int32_t>(bits & 0x7fffffffu) > 0x7f800000;
+    return static_cast<std::uint16_t>(is_nan ? quiet_nan : rounded);
   }
-  // Branch-free float_to_bf16 (half.h) so that the loop vectorizes; the tests
-  // check that both agree.
+  KOLO_INLINE static void load(float* __restrict out, const std::uint16_t* __restrict in, std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i) out[i] = widen(in[i]);
+  }
   KOLO_INLINE static void store(std::uint16_t* __restrict out, const float* __restrict in, std::size_t n) {
-    for (std::size_t i = 0; i < n; ++i) {
-      std::uint32_t bits = std::bit_cast<std::uint32_t>(in[i]);
-      std::uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
-      std::uint32_t quiet_nan = (bits >> 16) | 0x40u;
-      out[i] = static_cast<std::uint16_t>((bits & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
-    }
+    for (std::size_t i = 0; i < n; ++i) out[i] = narrow(in[i]);
+  }
+  // Two inputs in one pass (the common case: two ranks, reduce_into).
+  template <typename Op>
+  KOLO_INLINE static void reduce_pair(std::uint16_t* out, const std::uint16_t* a, const std::uint16_t* b,
+                                      std::size_t n) {
+#pragma GCC ivdep
+    for (std::size_t i = 0; i < n; ++i) out[i] = narrow(Op::apply(widen(a[i]), widen(b[i])));
   }
 };
 
@@ -191,14 +203,57 @@ __attribute__((target("avx2,f16c"))) void fp16_store_f16c(std::uint16_t* out, co
 }
 #endif
 
+using Fp16PairFn = void (*)(std::uint16_t*, const std::uint16_t*, const std::uint16_t*, std::size_t);
+
+template <typename Op>
+void fp16_pair_soft(std::uint16_t* out, const std::uint16_t* a, const std::uint16_t* b, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) out[i] = float_to_fp16(Op::apply(fp16_to_float(a[i]), fp16_to_float(b[i])));
+}
+
+#if defined(__x86_64__)
+#define KOLO_F16C __attribute__((target("avx2,f16c")))
+KOLO_F16C inline __m256 apply_vector(SumOp, __m256 a, __m256 b) { return _mm256_add_ps(a, b); }
+KOLO_F16C inline __m256 apply_vector(ProductOp, __m256 a, __m256 b) { return _mm256_mul_ps(a, b); }
+KOLO_F16C inline __m256 apply_vector(MinOp, __m256 a, __m256 b) {
+  __m256 take_a = _mm256_or_ps(_mm256_cmp_ps(a, b, _CMP_LT_OQ), _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
+  return _mm256_blendv_ps(b, a, take_a);
+}
+KOLO_F16C inline __m256 apply_vector(MaxOp, __m256 a, __m256 b) {
+  __m256 take_a = _mm256_or_ps(_mm256_cmp_ps(a, b, _CMP_GT_OQ), _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
+  return _mm256_blendv_ps(b, a, take_a);
+}
+
+// Two Float16 inputs in one pass, eight lanes at a time; both lanes' inputs are
+// loaded before the output is stored, so `out` may be `a` or `b`.
+template <typename Op>
+KOLO_F16C void fp16_pair_f16c(std::uint16_t* out, const std::uint16_t* a, const std::uint16_t* b, std::size_t n) {
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 x = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i)));
+    __m256 y = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + i)));
+    __m128i r = _mm256_cvtps_ph(apply_vector(Op{}, x, y), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), r);
+  }
+  fp16_pair_soft<Op>(out + i, a + i, b + i, n - i);
+}
+#endif
+
 struct Fp16Converters {
   void (*load)(float*, const std::uint16_t*, std::size_t) = fp16_load_soft;
   void (*store)(std::uint16_t*, const float*, std::size_t) = fp16_store_soft;
+  Fp16PairFn sum = fp16_pair_soft<SumOp>;
+  Fp16PairFn product = fp16_pair_soft<ProductOp>;
+  Fp16PairFn min = fp16_pair_soft<MinOp>;
+  Fp16PairFn max = fp16_pair_soft<MaxOp>;
   Fp16Converters() {
 #if defined(__x86_64__)
     if (__builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx2")) {
       load = fp16_load_f16c;
       store = fp16_store_f16c;
+      sum = fp16_pair_f16c<SumOp>;
+      product = fp16_pair_f16c<ProductOp>;
+      min = fp16_pair_f16c<MinOp>;
+      max = fp16_pair_f16c<MaxOp>;
     }
 #endif
   }
@@ -212,12 +267,25 @@ const Fp16Converters& fp16_converters() {
 struct Float16Codec {
   static void load(float* out, const std::uint16_t* in, std::size_t n) { fp16_converters().load(out, in, n); }
   static void store(std::uint16_t* out, const float* in, std::size_t n) { fp16_converters().store(out, in, n); }
+  template <typename Op>
+  static void reduce_pair(std::uint16_t* out, const std::uint16_t* a, const std::uint16_t* b, std::size_t n) {
+    const auto& c = fp16_converters();
+    Fp16PairFn fn = std::is_same_v<Op, SumOp>       ? c.sum
+                    : std::is_same_v<Op, ProductOp> ? c.product
+                    : std::is_same_v<Op, MinOp>     ? c.min
+                                                    : c.max;
+    fn(out, a, b, n);
+  }
 };
 
 template <typename Codec, typename Op>
 KOLO_INLINE void reduce_half(void* dst_v, const void* const* srcs_v, int n, std::size_t count) {
   auto* dst = static_cast<std::uint16_t*>(dst_v);
   auto src = [&](int k) { return static_cast<const std::uint16_t*>(srcs_v[k]); };
+  if (n == 2) {
+    Codec::template reduce_pair<Op>(dst, src(0), src(1), count);
+    return;
+  }
   alignas(64) float acc[kBlock];
   alignas(64) float in[kBlock];
   for (std::size_t base = 0; base < count; base += kBlock) {
@@ -247,7 +315,9 @@ struct Stored {
 template <typename Codec>
 struct Half {
   template <typename Op>
-  KOLO_INLINE static void run(void* d, const void* const* s, int n, std::size_t c) { reduce_half<Codec, Op>(d, s, n, c); }
+  KOLO_INLINE static void run(void* d, const void* const* s, int n, std::size_t c) {
+    reduce_half<Codec, Op>(d, s, n, c);
+  }
 };
 
 template <typename Kernel>

@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 
 #include "common/logging.h"
 #include "common/wire.h"
@@ -69,7 +70,7 @@ Engine::Engine(std::unique_ptr<comm::Communicator> comm, EngineConfig config)
 
 Engine::~Engine() { shutdown(); }
 
-void Engine::submit(std::vector<Entry> entries) {
+void Engine::submit(std::vector<Entry> entries, bool wake) {
   std::lock_guard lock(mutex_);
   if (stopped_) std::rethrow_exception(stopped_);
   if (shutdown_requested_) throw ShutdownError("kolo is shutting down");
@@ -85,7 +86,7 @@ void Engine::submit(std::vector<Entry> entries) {
     in_flight_.insert(e.request.name);
     queue_.push_back(std::move(e));
   }
-  wake_.notify_one();
+  if (wake) wake_.notify_one();
 }
 
 void Engine::shutdown() {
@@ -98,10 +99,31 @@ void Engine::shutdown() {
 }
 
 void Engine::loop() {
+  while (!finished_) {
+    {
+      std::unique_lock lock(mutex_);
+      // Ranks with work go straight into negotiation, where they wait for peers in
+      // the communicator; idle ranks join every cycle_time. When every rank has
+      // work but none could progress (each waits for something the others have
+      // not submitted), all of them wait a cycle_time instead of spinning.
+      const bool go_now = busy_ && !stalled_;
+      wake_.wait_for(lock, config_.cycle_time,
+                     [&] { return !queue_.empty() || shutdown_requested_ || go_now || finished_; });
+    }
+    // A user thread driving cycles (Engine::drive) already does this work.
+    std::unique_lock cycle(cycle_mutex_, std::try_to_lock);
+    if (!cycle.owns_lock()) {
+      std::this_thread::yield();
+      continue;
+    }
+    if (!finished_) cycle_once();
+  }
+}
+
+void Engine::cycle_once() {
   std::exception_ptr reason;
   try {
-    while (run_cycle()) {
-    }
+    if (run_cycle()) return;
     reason = std::make_exception_ptr(ShutdownError("kolo was shut down (a rank called kolo::shutdown())"));
   } catch (const Error&) {
     reason = std::current_exception();
@@ -109,6 +131,22 @@ void Engine::loop() {
     reason = std::make_exception_ptr(Error(std::string("kolo background thread failed: ") + e.what()));
   }
   fail_everything(reason);
+  finished_ = true;
+  wake_.notify_all();
+}
+
+void Engine::drive(const detail::OpState& state, std::chrono::steady_clock::time_point deadline) {
+  while (!state.done() && std::chrono::steady_clock::now() < deadline) {
+    std::unique_lock cycle(cycle_mutex_, std::try_to_lock);
+    if (!cycle.owns_lock() || finished_ || stalled_) {
+      // Another thread runs the cycle, or every rank waits on another: let the
+      // background thread pace things and wake us when the operation completes.
+      if (cycle.owns_lock()) cycle.unlock();
+      state.wait_done_until(std::min(deadline, std::chrono::steady_clock::now() + config_.cycle_time));
+      continue;
+    }
+    cycle_once();
+  }
 }
 
 void Engine::fail_everything(std::exception_ptr error) {
@@ -175,14 +213,7 @@ bool Engine::run_cycle() {
   bool shutting_down;
   std::vector<Entry> fresh;
   {
-    std::unique_lock lock(mutex_);
-    // Ranks with work go straight into negotiation, where they wait for peers in
-    // the communicator; idle ranks join every cycle_time. When every rank has
-    // work but none could progress (each waits for something the others have not
-    // submitted), all of them wait a cycle_time instead of spinning.
-    const bool go_now = !entries_.empty() && !stalled_;
-    wake_.wait_for(lock, config_.cycle_time,
-                   [&] { return !queue_.empty() || shutdown_requested_ || go_now; });
+    std::lock_guard lock(mutex_);
     fresh.swap(queue_);
     shutting_down = shutdown_requested_;
   }
@@ -246,6 +277,7 @@ bool Engine::run_cycle() {
     requeue_evicted();
   }
   stalled_ = agree[kBusy] && !progressed;
+  busy_ = !entries_.empty();
   return true;
 }
 

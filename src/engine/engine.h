@@ -9,6 +9,8 @@
 // The cycle itself is described in engine.cc and docs/architecture.md.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <exception>
 #include <memory>
@@ -39,10 +41,18 @@ class Engine {
   // Queues operations (several at once for a group). Throws InvalidArgumentError
   // when a name is already in flight on this rank, and the engine's terminal error
   // (ShutdownError, PeerFailureError) once it has stopped.
-  void submit(std::vector<Entry> entries);
+  // `wake` false: the caller is about to wait (and so drive the cycles itself),
+  // the background thread need not be woken.
+  void submit(std::vector<Entry> entries, bool wake = true);
 
   // Stops the background thread after failing what is pending. Idempotent.
   void shutdown();
+
+  // Runs negotiation cycles on the calling thread until `state` completes, the
+  // engine stops or `deadline` passes. A blocking caller thus does the work
+  // itself instead of paying two thread handoffs; when another thread holds the
+  // cycle, it simply waits. Never throws.
+  void drive(const detail::OpState& state, std::chrono::steady_clock::time_point deadline);
 
   int rank() const { return rank_; }
   // Null when disabled.
@@ -51,6 +61,9 @@ class Engine {
 
  private:
   void loop();
+  // Runs one cycle; on the job's end or a failure, fails everything and finishes.
+  // Requires cycle_mutex_.
+  void cycle_once();
   // One negotiation cycle; false when the job is shutting down.
   bool run_cycle();
   void accept(Entry entry);
@@ -76,13 +89,17 @@ class Engine {
   bool shutdown_requested_ = false;
   std::exception_ptr stopped_;  // set once the thread has stopped: what later submits throw
 
-  // Background thread only.
+  // Whoever runs cycles holds cycle_mutex_: the background thread, or a user thread
+  // in drive(). Everything below it belongs to the holder.
+  std::mutex cycle_mutex_;
+  std::atomic<bool> finished_{false};  // the engine has stopped; cycles are over
+  std::atomic<bool> busy_{false};      // operations are pending (read by the idle wait)
+  std::atomic<bool> stalled_{false};   // every rank had work and nothing progressed last cycle
   EntryMap entries_;
   std::vector<Request> uncached_;           // to send to the coordinator next
   std::vector<std::pair<std::uint32_t, std::string>> cached_pending_;  // bit, name
   std::vector<std::uint32_t> invalidate_;   // cache bits this rank found stale
   bool joined_ = false;
-  bool stalled_ = false;  // every rank had work and nothing progressed last cycle
   std::chrono::steady_clock::time_point last_stall_check_ = std::chrono::steady_clock::now();
   ResponseCache cache_;
   Coordinator coordinator_;  // used on rank 0 only

@@ -57,8 +57,17 @@ FlightRecorder::FlightRecorder(std::size_t capacity, int rank, int size, std::st
       wall_origin_(std::chrono::system_clock::now()),
       ring_(std::max<std::size_t>(capacity, 1)) {}
 
+namespace {
+std::string pid_file_for(const std::string& record_path) {
+  return record_path.substr(0, record_path.size() - std::string(".json").size()) + ".pid";
+}
+}  // namespace
+
 FlightRecorder::~FlightRecorder() {
   if (watcher_.joinable()) {
+    std::error_code ec;
+    std::filesystem::remove(pid_file_for(path_), ec);
+    std::filesystem::remove(std::filesystem::path(path_).parent_path(), ec);  // only if empty
     int fd = g_sigusr1_fd.exchange(-1);
     ::sigaction(SIGUSR1, &g_previous_sigusr1, nullptr);
     char stop = 's';
@@ -148,6 +157,12 @@ void FlightRecorder::watch_sigusr1() {
   sigemptyset(&action.sa_mask);
   action.sa_flags = SA_RESTART;
   ::sigaction(SIGUSR1, &action, &g_previous_sigusr1);
+  try {
+    std::filesystem::create_directories(std::filesystem::path(path_).parent_path());
+    std::ofstream(pid_file_for(path_)) << ::getpid() << "\n";
+  } catch (const std::exception&) {
+    // Without the pid file only kolorun's SIGUSR1 forwarding is lost.
+  }
   watcher_ = std::thread([this] {
     while (true) {
       pollfd p{wake_pipe_[0], POLLIN, 0};

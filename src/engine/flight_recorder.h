@@ -47,7 +47,9 @@ class FlightRecorder {
   const std::string& path() const { return path_; }
 
   // Dumps whenever the process receives SIGUSR1 (a watcher thread, since a signal
-  // handler may not allocate). One recorder per process holds the signal.
+  // handler may not allocate). One recorder per process holds the signal. Writes
+  // rank<r>.pid beside the record so that kolorun signals exactly this process
+  // (a wrapper script in the rank's process group would die of SIGUSR1).
   void watch_sigusr1();
 
  private:

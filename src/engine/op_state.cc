@@ -22,6 +22,11 @@ bool OpState::wait_until(std::chrono::steady_clock::time_point deadline) const {
   return true;
 }
 
+void OpState::wait_done_until(std::chrono::steady_clock::time_point deadline) const {
+  std::unique_lock lock(mutex_);
+  cv_.wait_until(lock, deadline, [&] { return done_; });
+}
+
 void OpState::wait() const {
   std::unique_lock lock(mutex_);
   cv_.wait(lock, [&] { return done_; });

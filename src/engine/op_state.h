@@ -5,11 +5,16 @@
 #include <chrono>
 #include <condition_variable>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "kolo/types.h"
+
+namespace kolo::engine {
+class Engine;
+}
 
 namespace kolo::detail {
 
@@ -28,6 +33,11 @@ class OpState {
   // Blocks until done or `deadline`; returns false on timeout. Rethrows the error.
   bool wait_until(std::chrono::steady_clock::time_point deadline) const;
   void wait() const;
+  // Blocks until done or `deadline`, without rethrowing.
+  void wait_done_until(std::chrono::steady_clock::time_point deadline) const;
+
+  // The engine that runs this operation, so that a waiter can drive its cycles.
+  std::weak_ptr<engine::Engine> engine;
 
   // Results filled by the background thread before the last complete_part().
   Buffer output;

@@ -1,66 +1,12 @@
 #include "host_plan.h"
 
-#include <unistd.h>
-
-#include <charconv>
+#include <algorithm>
 #include <climits>
 #include <sstream>
 
 #include "launch_error.h"
 
 namespace kolorun {
-namespace {
-
-int parse_slots(const std::string& entry, const std::string& text) {
-  int slots = 0;
-  const char* end = text.data() + text.size();
-  auto [ptr, ec] = std::from_chars(text.data(), end, slots);
-  if (text.empty() || ec != std::errc() || ptr != end || slots <= 0)
-    throw UsageError("-H entry '" + entry + "' needs a positive slot count after ':'");
-  return slots;
-}
-
-HostSlots parse_entry(const std::string& entry) {
-  HostSlots parsed;
-  auto colon = entry.rfind(':');
-  parsed.host = entry.substr(0, colon);
-  if (colon != std::string::npos) parsed.slots = parse_slots(entry, entry.substr(colon + 1));
-  if (parsed.host.empty()) throw UsageError("-H entry '" + entry + "' has no host name");
-  if (is_this_host(parsed.host)) parsed.host = this_hostname();
-  return parsed;
-}
-
-}  // namespace
-
-std::string this_hostname() {
-  char name[HOST_NAME_MAX + 1] = {};
-  if (gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return "localhost";
-  return name;
-}
-
-bool is_this_host(const std::string& host) {
-  return host == "localhost" || host == "127.0.0.1" || host == this_hostname();
-}
-
-std::vector<HostSlots> parse_host_list(const std::string& text) {
-  std::vector<HostSlots> hosts;
-  std::stringstream stream(text);
-  std::string entry;
-  while (std::getline(stream, entry, ',')) {
-    if (entry.empty()) throw UsageError("-H '" + text + "' has an empty entry");
-    HostSlots parsed = parse_entry(entry);
-    bool merged = false;
-    for (auto& known : hosts) {
-      if (known.host != parsed.host) continue;
-      if (known.slots > INT_MAX - parsed.slots) throw UsageError("-H '" + text + "' has too many slots");
-      known.slots += parsed.slots;
-      merged = true;
-    }
-    if (!merged) hosts.push_back(parsed);
-  }
-  if (hosts.empty() || text.back() == ',') throw UsageError("-H '" + text + "' has an empty entry");
-  return hosts;
-}
 
 std::string HostPlan::describe() const {
   std::ostringstream out;
@@ -78,7 +24,7 @@ HostPlan make_host_plan(const std::vector<HostSlots>& hosts, std::optional<int> 
   int size = num_proc.value_or(static_cast<int>(std::min<long long>(total_slots, INT_MAX)));
   if (size > total_slots) {
     throw UsageError("-np " + std::to_string(size) + " is more than the " + std::to_string(total_slots) +
-                     " slots given by -H");
+                     " slots given by the host list");
   }
 
   HostPlan plan;
@@ -113,15 +59,10 @@ HostPlan make_host_plan(const std::vector<HostSlots>& hosts, std::optional<int> 
   return plan;
 }
 
-void require_single_host(const std::vector<HostSlots>& hosts) {
-  for (const auto& host : hosts) {
-    if (!is_this_host(host.host)) {
-      throw UsageError("host '" + host.host +
-                       "' is not this machine: multi-host launch is not supported yet (use localhost:N, "
-                       "127.0.0.1:N or " +
-                       this_hostname() + ":N)");
-    }
-  }
+bool spans_other_hosts(const HostPlan& plan) {
+  for (const auto& host : plan.hosts)
+    if (!is_this_host(host.host)) return true;
+  return false;
 }
 
 }  // namespace kolorun

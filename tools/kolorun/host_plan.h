@@ -1,27 +1,15 @@
 // Where each rank runs. The plan is pure data, made before anything starts, so
 // that it can be printed (--verbose), checked, and handed to whichever spawner
-// starts the processes (local fork/exec now, ssh for other hosts later).
+// starts the processes (fork/exec here, ssh or a launcher command elsewhere).
 #pragma once
 
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "host_list.h"
+
 namespace kolorun {
-
-struct HostSlots {
-  std::string host;  // as the user wrote it, or this machine's hostname
-  int slots = 1;
-};
-
-// Parses "host:slots,host:slots" (slots default to 1). Entries naming the same
-// host are merged; every alias of this machine (localhost, 127.0.0.1, its hostname)
-// counts as one host named by its hostname. Throws UsageError.
-std::vector<HostSlots> parse_host_list(const std::string& text);
-
-// True for localhost, 127.0.0.1 and this machine's hostname.
-bool is_this_host(const std::string& host);
-std::string this_hostname();
 
 struct RankPlacement {
   int rank = 0;
@@ -45,8 +33,7 @@ struct HostPlan {
 // the slots.
 HostPlan make_host_plan(const std::vector<HostSlots>& hosts, std::optional<int> num_proc);
 
-// This kolorun starts processes on this host only: throws UsageError naming the
-// first other host in the list, whether or not it would get a rank.
-void require_single_host(const std::vector<HostSlots>& hosts);
+// True when some rank runs on a host other than this one.
+bool spans_other_hosts(const HostPlan& plan);
 
 }  // namespace kolorun

@@ -6,10 +6,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <sstream>
 
+#include "heartbeat_sender.h"
+#include "flight_report.h"
 #include "output_relay.h"
 
 namespace kolorun {
@@ -37,12 +42,26 @@ std::pair<std::string, int> describe_wait_status(int status) {
   return {"was killed by signal " + std::to_string(sig) + " (" + ::strsignal(sig) + ")", 128 + sig};
 }
 
+// Once a remote rank has been told to die (its control channel closed), how long
+// its local ssh / launcher process may take to report back before it is killed
+// here: the remote host may be unreachable.
+constexpr milliseconds kRemoteKillWait{3000};
+
 struct RankState {
   int rank = 0;
   pid_t pid = -1;
+  std::string label;  // empty: "rank N (pid P)"
   bool running = false;
   UniqueFd pipes[2];
   std::unique_ptr<LineRelay> relays[2];
+  std::shared_ptr<RemoteControl> control;
+  std::function<std::string(int)> explain_exit;
+
+  std::string who() const {
+    return label.empty() ? "rank " + std::to_string(rank) + " (pid " + std::to_string(pid) + ")" : label;
+  }
+  // "rank 2 (pid 7) exited with code 3" / "rank 2 on host h1: exited with code 3"
+  std::string event(const std::string& what) const { return who() + (label.empty() ? " " : ": ") + what; }
 };
 
 }  // namespace
@@ -74,16 +93,29 @@ struct JobSupervisor::Impl {
   std::optional<int> exit_status;  // set by what first ended the job
   bool stopping = false;
   bool killed = false;
-  std::optional<Clock::time_point> job_deadline, kill_deadline, drain_deadline;
+  std::optional<Clock::time_point> job_deadline, kill_deadline, drain_deadline, remote_kill_deadline;
+  // Between asking the ranks for their flight records and reading them.
+  std::optional<Clock::time_point> flight_deadline;
+  bool stop_after_flight = false;  // stop the job once the records are in
+  std::unique_ptr<HeartbeatSender> heartbeats;  // only when some rank is remote
 
   void report(const std::string& message) {
     err.append_line("kolorun: ", message);
     err.flush();
   }
 
+  void signal_rank(RankState& r, int sig) {
+    if (r.control && !r.control->closed()) {
+      r.control->send_signal(sig);
+      if (sig == SIGKILL && !remote_kill_deadline) remote_kill_deadline = Clock::now() + kRemoteKillWait;
+      return;
+    }
+    ::kill(-r.pid, sig);
+  }
+
   void signal_running(int sig) {
     for (auto& r : ranks)
-      if (r.running) ::kill(-r.pid, sig);
+      if (r.running) signal_rank(r, sig);
   }
 
   // Ends the job: records its status (the first cause wins), tells the ranks with
@@ -98,12 +130,49 @@ struct JobSupervisor::Impl {
     }
   }
 
+  // A failure or timeout: with a flight recorder, ask every rank for its record
+  // first and stop the job once they had time to write it.
+  void stop_job_after_records(int status, const std::string& message) {
+    if (settings.flight_dir.empty()) {
+      stop_job(status, SIGTERM, message);
+      return;
+    }
+    if (!exit_status) exit_status = status;
+    report(message);
+    if (!flight_deadline) request_records();
+    stop_after_flight = true;
+  }
+
+  // SIGUSR1 goes to each process whose kolo engine announced itself with a pid
+  // file, and only if it belongs to one of our ranks' process groups; the rest of
+  // a rank's group (a wrapper script, say) would die of it.
+  void request_records() {
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(settings.flight_dir, ec)) {
+      if (entry.path().extension() != ".pid") continue;
+      std::ifstream in(entry.path());
+      pid_t pid = 0;
+      if (!(in >> pid) || pid <= 0) continue;
+      pid_t group = ::getpgid(pid);
+      for (const auto& r : ranks) {
+        if (r.running && !r.control && group == r.pid) ::kill(pid, SIGUSR1);
+      }
+    }
+    flight_deadline = Clock::now() + settings.flight_wait;
+  }
+
+  void records_are_in() {
+    flight_deadline.reset();
+    report("flight recorder (" + settings.flight_dir + "):\n" +
+           kolo::flight::report_for_directory(settings.flight_dir, settings.size));
+    if (stop_after_flight) stop_job(*exit_status, SIGTERM, "");
+  }
+
   void kill_remaining() {
     for (auto& r : ranks) {
       if (!r.running) continue;
-      report("rank " + std::to_string(r.rank) + " (pid " + std::to_string(r.pid) + ") did not stop within " +
-             seconds_text(settings.kill_grace) + "; killing it");
-      ::kill(-r.pid, SIGKILL);
+      report(r.event("did not stop within " + seconds_text(settings.kill_grace) + "; killing it"));
+      signal_rank(r, SIGKILL);
     }
     killed = true;
   }
@@ -116,8 +185,12 @@ struct JobSupervisor::Impl {
       try {
         RankProcess process = spawner.spawn(spec);
         state.pid = process.pid;
+        state.label = spec.label;
         state.pipes[kStdout] = std::move(process.stdout_pipe);
         state.pipes[kStderr] = std::move(process.stderr_pipe);
+        state.control = std::move(process.control);
+        if (state.control && heartbeats) heartbeats->add(state.control);
+        state.explain_exit = std::move(process.explain_exit);
       } catch (const LaunchError& e) {
         stop_job(e.exit_code(), SIGTERM, e.what());
         break;
@@ -125,7 +198,10 @@ struct JobSupervisor::Impl {
       state.running = true;
       state.relays[kStdout] = std::make_unique<LineRelay>(line_prefix(spec.rank, "stdout", settings.tag_output), out);
       state.relays[kStderr] = std::make_unique<LineRelay>(line_prefix(spec.rank, "stderr", settings.tag_output), err);
-      if (settings.verbose) report("rank " + std::to_string(spec.rank) + " started (pid " + std::to_string(state.pid) + ")");
+      if (settings.verbose) {
+        report(state.label.empty() ? state.event("started")
+                                   : state.label + " started (local pid " + std::to_string(state.pid) + ")");
+      }
       ranks.push_back(std::move(state));
       handle_signals();  // an interrupt while starting stops the start
     }
@@ -133,11 +209,16 @@ struct JobSupervisor::Impl {
 
   void on_rank_exit(RankState& r, int status) {
     r.running = false;
+    if (r.control) r.control->close();
     auto [how, code] = describe_wait_status(status);
-    std::string text = "rank " + std::to_string(r.rank) + " (pid " + std::to_string(r.pid) + ") " + how;
+    if (r.explain_exit && WIFEXITED(status)) {
+      std::string explanation = r.explain_exit(code);
+      if (!explanation.empty()) how += " (" + explanation + ")";
+    }
+    std::string text = r.event(how);
     bool failed = code != 0;
-    if (failed && !stopping) {
-      stop_job(code, SIGTERM, text);
+    if (failed && !stopping && !stop_after_flight) {
+      stop_job_after_records(code, text);
     } else if (settings.verbose) {
       report(text);
     }
@@ -163,6 +244,11 @@ struct JobSupervisor::Impl {
     for (int sig : signals.drain()) {
       if (sig == SIGCHLD) {
         reap_exited();
+      } else if (sig == SIGUSR1) {
+        if (!settings.flight_dir.empty() && !flight_deadline) {
+          report("received SIGUSR1; asking every rank for its flight record");
+          request_records();
+        }
       } else if (stopping) {
         report(std::string("received SIG") + ::sigabbrev_np(sig) + " again; killing every rank now");
         signal_running(SIGKILL);
@@ -206,11 +292,17 @@ struct JobSupervisor::Impl {
   }
 
   void check_deadlines(Clock::time_point now) {
-    if (job_deadline && !stopping && now >= *job_deadline) {
-      stop_job(kExitTimeout, SIGTERM,
-               "the job did not finish within " + seconds_text(*settings.timeout) + " (--timeout); stopping it");
+    if (job_deadline && !stopping && !stop_after_flight && now >= *job_deadline) {
+      stop_job_after_records(kExitTimeout, "the job did not finish within " + seconds_text(*settings.timeout) +
+                                                " (--timeout); stopping it");
     }
+    if (flight_deadline && now >= *flight_deadline) records_are_in();
     if (kill_deadline && !killed && now >= *kill_deadline) kill_remaining();
+    if (remote_kill_deadline && now >= *remote_kill_deadline) {
+      for (auto& r : ranks)
+        if (r.running) ::kill(-r.pid, SIGKILL);
+      remote_kill_deadline.reset();
+    }
     if (!any_running() && !drain_deadline) drain_deadline = now + settings.output_drain;
     if (drain_deadline && now >= *drain_deadline) {
       for (auto& r : ranks)
@@ -227,6 +319,8 @@ struct JobSupervisor::Impl {
     consider(job_deadline, !stopping);
     consider(kill_deadline, !killed);
     consider(drain_deadline, true);
+    consider(remote_kill_deadline, true);
+    consider(flight_deadline, true);
     if (!next) return -1;
     auto wait = std::chrono::ceil<milliseconds>(*next - now).count();
     return static_cast<int>(std::clamp<long long>(wait, 0, 60'000));
@@ -254,11 +348,15 @@ struct JobSupervisor::Impl {
 
   int run(const std::vector<LaunchSpec>& specs) {
     if (settings.timeout) job_deadline = Clock::now() + *settings.timeout;
+    for (const auto& spec : specs)
+      if (spec.remote && !heartbeats) heartbeats = std::make_unique<HeartbeatSender>(settings.heartbeat_interval);
     start_ranks(specs);
     while (any_running() || any_stream_open()) {
       poll_once();
       check_deadlines(Clock::now());
     }
+    // Every rank ended before the records were due: whatever was written is in.
+    if (flight_deadline) records_are_in();
     out.flush();
     err.flush();
     return exit_status.value_or(0);

@@ -9,16 +9,24 @@
 //    group and the status is 128+signal (a second such signal kills at once);
 //  - --timeout passes: SIGTERM to every rank, status 124;
 //  - a rank's program cannot be executed: named, the others are stopped, status 127.
+// With a flight recorder directory, a failure or timeout first sends SIGUSR1 to
+// every rank still running (each writes its flight record), waits flight_wait,
+// then stops the job and prints which rank is behind and on which tensor.
+// SIGUSR1 to kolorun does the same without stopping the job.
+// Remote ranks are signalled through their control channel (remote_control.h),
+// and hear a heartbeat every heartbeat_interval (from a thread of its own).
 // Ranks still running kill_grace after being asked to stop get SIGKILL. When a
 // rank's main process exits, whatever is left in its process group is killed, so
 // nothing outlives the job.
 //
-// Single-threaded: one poll loop over a signalfd and the ranks' output pipes.
+// One poll loop over a signalfd and the ranks' output pipes; the only other
+// thread sends remote ranks' heartbeats.
 #pragma once
 
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "process_spawner.h"
@@ -34,6 +42,13 @@ struct SupervisorSettings {
   // After the last rank exits, how long to wait for output still in flight from
   // processes that escaped its process group.
   std::chrono::milliseconds output_drain{2000};
+  // How often remote ranks hear that kolorun is alive.
+  std::chrono::milliseconds heartbeat_interval{2000};
+  // Where the ranks write their flight records (KOLO_FLIGHT_RECORDER_DIR); empty:
+  // no records are requested or reported.
+  std::string flight_dir;
+  int size = 0;
+  std::chrono::milliseconds flight_wait{1000};
 };
 
 class JobSupervisor {

@@ -1,16 +1,25 @@
 #include "launcher.h"
 
-#include <iostream>
+#include <cstdlib>
+#include <filesystem>
 
+#include <algorithm>
+#include <iostream>
+#include <optional>
+
+#include "env_export.h"
 #include "host_plan.h"
 #include "job_supervisor.h"
 #include "launch_error.h"
+#include "mpi_launch.h"
 #include "options.h"
 #include "program_path.h"
 #include "rank_environment.h"
+#include "remote_spawner.h"
 #include "shm_cleanup.h"
 #include "signal_channel.h"
 #include "store/store.h"
+#include "store_endpoint.h"
 
 extern char** environ;
 
@@ -18,25 +27,89 @@ namespace kolorun {
 namespace {
 
 HostPlan plan_job(const LaunchOptions& options) {
-  std::vector<HostSlots> hosts = options.hosts.empty()
-                                     ? std::vector<HostSlots>{{this_hostname(), *options.num_proc}}
-                                     : parse_host_list(options.hosts);
-  require_single_host(hosts);
+  std::vector<HostSlots> hosts;
+  if (!options.hostfile.empty()) {
+    hosts = read_hostfile(options.hostfile);
+  } else if (!options.hosts.empty()) {
+    hosts = parse_host_list(options.hosts);
+  } else {
+    hosts = {{this_hostname(), *options.num_proc}};
+  }
   return make_host_plan(hosts, options.num_proc);
+}
+
+bool has_local_rank(const HostPlan& plan) {
+  for (const auto& host : plan.hosts)
+    if (is_this_host(host.host)) return true;
+  return false;
+}
+
+std::optional<RemoteAccess> remote_access(const LaunchOptions& options, const HostPlan& plan) {
+  if (!spans_other_hosts(plan)) return std::nullopt;
+  RemoteAccess access;
+  access.launcher_command = options.launcher_command;
+  access.ssh_port = options.ssh_port;
+  access.ssh_identity_file = options.ssh_identity_file;
+  access.ssh_options = options.ssh_options;
+  access.host_timeout = options.host_timeout;
+  access.kolorun_path = own_executable_path();
+  return access;
 }
 
 std::vector<LaunchSpec> make_launch_specs(const HostPlan& plan, const std::string& program_path,
                                           const std::vector<std::string>& command, const JobIdentity& job) {
+  const bool multi_host = spans_other_hosts(plan);
+  const std::vector<std::string> local_base = environment_entries(environ);
+  const std::vector<std::string> remote_base = exportable_environment(environ);
   std::vector<LaunchSpec> specs;
   for (const auto& placement : plan.ranks) {
     LaunchSpec spec;
     spec.rank = placement.rank;
     spec.program_path = program_path;
     spec.argv = command;
-    spec.env = make_rank_environment(environ, placement, plan.size, job);
+    spec.remote = !is_this_host(placement.host);
+    spec.env = make_rank_environment(spec.remote ? remote_base : local_base, placement, plan.size, job);
+    if (multi_host) {
+      spec.host = placement.host;
+      spec.label = "rank " + std::to_string(placement.rank) + " on host " + placement.host;
+    }
     specs.push_back(std::move(spec));
   }
   return specs;
+}
+
+SupervisorSettings supervisor_settings(const LaunchOptions& options) {
+  SupervisorSettings settings;
+  settings.tag_output = options.tag_output;
+  settings.verbose = options.verbose;
+  settings.timeout = options.timeout;
+  settings.kill_grace = options.kill_grace;
+  // Several heartbeats per host timeout, so one late one does not count as silence.
+  settings.heartbeat_interval = std::clamp(options.host_timeout / 4, std::chrono::milliseconds(100),
+                                           std::chrono::milliseconds(5000));
+  return settings;
+}
+
+// The whole mpirun job as one supervised process, its output passed through as
+// mpirun writes it (mpirun tags it itself).
+int run_mpi(const LaunchOptions& options, const HostPlan& plan, const JobIdentity& job, SignalChannel& signals,
+            const std::string& store_reason) {
+  MpiJob mpi = make_mpi_job(options, plan, job, environment_entries(environ), own_executable_path());
+  LaunchSpec spec;
+  spec.program_path = resolve_program(mpi.argv.front());
+  spec.argv = mpi.argv;
+  spec.env = mpi.env;
+  spec.label = "mpirun";
+  SupervisorSettings settings = supervisor_settings(options);
+  settings.tag_output = false;
+  auto spawner = make_local_spawner();
+  JobSupervisor supervisor(*spawner, signals, settings);
+  if (options.verbose) {
+    std::string line;
+    for (const auto& word : mpi.argv) line += (line.empty() ? "" : " ") + word;
+    supervisor.report("job " + job.job_id + ", store at " + job.store_addr + " (" + store_reason + "): " + line);
+  }
+  return supervisor.run({spec});
 }
 
 }  // namespace
@@ -54,7 +127,12 @@ int run_launcher(const std::vector<std::string>& args) {
   const LaunchOptions& options = parsed.options;
   // Everything that can be wrong with the input is found before anything starts.
   HostPlan plan = plan_job(options);
-  std::string program_path = resolve_program(options.command.front());
+  // A program that exists only on the other hosts is found there.
+  std::string program_path =
+      has_local_rank(plan) || options.mpi ? resolve_program(options.command.front()) : options.command.front();
+  StoreEndpoint endpoint = choose_store_endpoint(plan, options.network_interface);
+  std::optional<RemoteAccess> access = options.mpi ? std::nullopt : remote_access(options, plan);
+  auto spawner = make_job_spawner(access);
 
   // Before the store's thread exists, so that it inherits the blocked signals.
   SignalChannel signals;
@@ -62,21 +140,29 @@ int run_launcher(const std::vector<std::string>& args) {
   job.job_id = make_job_id();
   ShmJanitor janitor(job.job_id);
   job.secret = kolo::store::make_secret();
-  kolo::store::StoreServer store(job.secret, "127.0.0.1", 0);
-  job.store_addr = "127.0.0.1:" + std::to_string(store.port());
+  job.network_interface = options.network_interface;
+  // Flight records go where the user said, or to a directory of this job's.
+  const char* user_flight_dir = std::getenv("KOLO_FLIGHT_RECORDER_DIR");
+  job.flight_dir = user_flight_dir && *user_flight_dir ? user_flight_dir : "/tmp/kolo-flight-" + job.job_id;
+  kolo::store::StoreServer store(job.secret, endpoint.address, 0);
+  job.store_addr = endpoint.address + ":" + std::to_string(store.port());
+  if (options.mpi) return run_mpi(options, plan, job, signals, endpoint.reason);
 
-  SupervisorSettings settings;
-  settings.tag_output = options.tag_output;
-  settings.verbose = options.verbose;
-  settings.timeout = options.timeout;
-  settings.kill_grace = options.kill_grace;
-  auto spawner = make_local_spawner();
+  SupervisorSettings settings = supervisor_settings(options);
+  settings.flight_dir = job.flight_dir;
+  settings.size = plan.size;
   JobSupervisor supervisor(*spawner, signals, settings);
   if (options.verbose) {
-    supervisor.report("job " + job.job_id + ": " + program_path + ", store at " + job.store_addr + ", " +
-                      plan.describe());
+    supervisor.report("job " + job.job_id + ": " + program_path + ", store at " + job.store_addr + " (" +
+                      endpoint.reason + "), " + plan.describe());
   }
-  return supervisor.run(make_launch_specs(plan, program_path, options.command, job));
+  int status = supervisor.run(make_launch_specs(plan, program_path, options.command, job));
+  // A successful job's records (if SIGUSR1 asked for any) are of no further use.
+  if (status == 0 && !user_flight_dir) {
+    std::error_code ec;
+    std::filesystem::remove_all(job.flight_dir, ec);
+  }
+  return status;
 }
 
 }  // namespace kolorun

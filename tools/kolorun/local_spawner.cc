@@ -60,13 +60,14 @@ class ExecImage {
 
 [[noreturn]] void run_child(ExecImage& image, pid_t kolorun_pid, int stdin_fd, int stdout_fd, int stderr_fd,
                             int status_fd) {
+  // stdout_fd / stderr_fd < 0: keep the inherited ones.
   ::setpgid(0, 0);
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   // kolorun may have died before the line above armed the death signal.
   if (::getppid() != kolorun_pid) ::_exit(kExitNotFound);
   SignalChannel::reset_for_child();
-  if (::dup2(stdin_fd, STDIN_FILENO) < 0 || ::dup2(stdout_fd, STDOUT_FILENO) < 0 ||
-      ::dup2(stderr_fd, STDERR_FILENO) < 0) {
+  if (::dup2(stdin_fd, STDIN_FILENO) < 0 || (stdout_fd >= 0 && ::dup2(stdout_fd, STDOUT_FILENO) < 0) ||
+      (stderr_fd >= 0 && ::dup2(stderr_fd, STDERR_FILENO) < 0)) {
     int error_number = errno;
     ssize_t ignored = ::write(status_fd, &error_number, sizeof(error_number));
     (void)ignored;
@@ -86,42 +87,55 @@ std::string exec_failure_text(const LaunchSpec& spec, int error_number) {
 class LocalSpawner : public ProcessSpawner {
  public:
   RankProcess spawn(const LaunchSpec& spec) override {
-    ExecImage image(spec);
     UniqueFd dev_null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
     if (!dev_null.valid()) throw LaunchError(system_error_text("cannot open /dev/null", errno), 1);
-    Pipe out = make_pipe("the stdout pipe");
-    Pipe err = make_pipe("the stderr pipe");
-    Pipe exec_status = make_pipe("the exec status pipe");
-    ::fcntl(out.write_end.get(), F_SETPIPE_SZ, kOutputPipeBytes);  // best effort
-    ::fcntl(err.write_end.get(), F_SETPIPE_SZ, kOutputPipeBytes);
-
-    const pid_t kolorun_pid = ::getpid();
-    const pid_t pid = ::fork();
-    if (pid < 0) throw LaunchError(system_error_text("cannot start rank " + std::to_string(spec.rank), errno), 1);
-    if (pid == 0)
-      run_child(image, kolorun_pid, dev_null.get(), out.write_end.get(), err.write_end.get(),
-                exec_status.write_end.get());
-
-    // Also here, so the group exists before kolorun can signal it; fails harmlessly
-    // once the child has exec'd.
-    ::setpgid(pid, pid);
-    exec_status.write_end.reset();
-    int error_number = 0;
-    ssize_t n;
-    do n = ::read(exec_status.read_end.get(), &error_number, sizeof(error_number));
-    while (n < 0 && errno == EINTR);
-    if (n == static_cast<ssize_t>(sizeof(error_number))) {
-      while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
-      }
-      throw SpawnError(exec_failure_text(spec, error_number), kExitNotFound);
-    }
-
-    for (int fd : {out.read_end.get(), err.read_end.get()}) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
-    return RankProcess{pid, std::move(out.read_end), std::move(err.read_end)};
+    return start_process(spec, ProcessStdio{dev_null.get(), true});
   }
 };
 
 }  // namespace
+
+RankProcess start_process(const LaunchSpec& spec, const ProcessStdio& stdio) {
+  ExecImage image(spec);
+  Pipe out, err;
+  if (stdio.capture_output) {
+    out = make_pipe("the stdout pipe");
+    err = make_pipe("the stderr pipe");
+    ::fcntl(out.write_end.get(), F_SETPIPE_SZ, kOutputPipeBytes);  // best effort
+    ::fcntl(err.write_end.get(), F_SETPIPE_SZ, kOutputPipeBytes);
+  }
+  Pipe exec_status = make_pipe("the exec status pipe");
+
+  const pid_t kolorun_pid = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) throw LaunchError(system_error_text("cannot start rank " + std::to_string(spec.rank), errno), 1);
+  if (pid == 0)
+    run_child(image, kolorun_pid, stdio.stdin_fd, out.write_end.get(), err.write_end.get(),
+              exec_status.write_end.get());
+
+  // Also here, so the group exists before kolorun can signal it; fails harmlessly
+  // once the child has exec'd.
+  ::setpgid(pid, pid);
+  exec_status.write_end.reset();
+  int error_number = 0;
+  ssize_t n;
+  do n = ::read(exec_status.read_end.get(), &error_number, sizeof(error_number));
+  while (n < 0 && errno == EINTR);
+  if (n == static_cast<ssize_t>(sizeof(error_number))) {
+    while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    throw SpawnError(exec_failure_text(spec, error_number), kExitNotFound);
+  }
+
+  RankProcess process;
+  process.pid = pid;
+  if (stdio.capture_output) {
+    for (int fd : {out.read_end.get(), err.read_end.get()}) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+    process.stdout_pipe = std::move(out.read_end);
+    process.stderr_pipe = std::move(err.read_end);
+  }
+  return process;
+}
 
 std::unique_ptr<ProcessSpawner> make_local_spawner() { return std::make_unique<LocalSpawner>(); }
 

@@ -3,12 +3,16 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <string>
 #include <vector>
 
 #include "launch_error.h"
 #include "launcher.h"
+#include "mpi_launch.h"
+#include "remote_exec.h"
+#include "remote_protocol.h"
 
 namespace {
 
@@ -22,12 +26,27 @@ void ensure_standard_fds_open() {
   }
 }
 
+// kolorun's internal roles, started by kolorun itself on the ranks' hosts: the
+// far end of a remote rank, and a rank under mpirun.
+int run_role(const std::vector<std::string>& args) {
+  if (args.front() == kolorun::kRemoteExecFlag) {
+    if (args.size() != 1) throw kolorun::UsageError(std::string(kolorun::kRemoteExecFlag) + " takes no arguments");
+    return kolorun::run_remote_exec();
+  }
+  std::vector<std::string> command(args.begin() + 1, args.end());
+  if (!command.empty() && command.front() == "--") command.erase(command.begin());
+  return kolorun::run_mpi_rank(command);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   ensure_standard_fds_open();
   try {
-    return kolorun::run_launcher(std::vector<std::string>(argv + 1, argv + argc));
+    std::vector<std::string> args(argv + 1, argv + argc);
+    if (!args.empty() && (args.front() == kolorun::kRemoteExecFlag || args.front() == kolorun::kMpiRankFlag))
+      return run_role(args);
+    return kolorun::run_launcher(args);
   } catch (const kolorun::LaunchError& e) {
     std::fprintf(stderr, "kolorun: %s\n", e.what());
     return e.exit_code();

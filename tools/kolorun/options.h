@@ -15,8 +15,24 @@ namespace kolorun {
 struct LaunchOptions {
   // -np: how many ranks; defaults to the slot count of -H.
   std::optional<int> num_proc;
-  // -H: "host:slots,host:slots"; empty means this host with -np slots.
+  // -H: "host:slots,host:slots"; empty (and no hostfile) means this host with -np slots.
   std::string hosts;
+  // --hostfile: lines "host slots=N".
+  std::string hostfile;
+  // How to reach other hosts: ssh with these settings, or the launcher command
+  // (words, "{host}" replaced by the host name) in its place.
+  std::optional<int> ssh_port;
+  std::string ssh_identity_file;
+  std::vector<std::string> ssh_options;  // each passed as "-o OPTION", before kolorun's own
+  std::vector<std::string> launcher_command;
+  // The interface whose IPv4 address the job's store listens on; passed to the
+  // ranks as KOLO_IFACE.
+  std::string network_interface;
+  // A host that gives no sign of life for this long counts as unreachable.
+  std::chrono::milliseconds host_timeout{20000};
+  // Hand the job to mpirun instead of starting the ranks.
+  bool mpi = false;
+  std::vector<std::string> mpi_args;
   bool verbose = false;
   // Prefix every output line with "[rank]<stdout>:" / "[rank]<stderr>:".
   bool tag_output = true;

@@ -1,32 +1,47 @@
-// Starting one rank's process. The supervisor sees only this interface, so that a
-// remote spawner (ssh to another host) can sit beside the local one.
+// Starting one rank's process. The supervisor sees only this interface, so that
+// ranks on other hosts (started through ssh or a launcher command) sit beside
+// local ones.
 #pragma once
 
 #include <sys/types.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "launch_error.h"
+#include "remote_control.h"
 #include "unique_fd.h"
 
 namespace kolorun {
 
 struct LaunchSpec {
   int rank = 0;
-  std::string program_path;       // resolved PROGRAM
+  std::string program_path;       // resolved PROGRAM (local ranks)
   std::vector<std::string> argv;  // argv[0] is PROGRAM as the user wrote it
   std::vector<std::string> env;   // "NAME=value"
+  // Where it runs: empty for a job on this host only. A remote rank's program is
+  // found on its own host.
+  std::string host;
+  bool remote = false;
+  // Who this process is in kolorun's messages ("rank 3 on host h1", "mpirun");
+  // empty: "rank N (pid P)".
+  std::string label;
 };
 
 // A started rank. It leads its own process group (pgid == pid), so signalling
-// -pid reaches everything it started too. Its stdin is /dev/null; its stdout and
-// stderr arrive on the two pipes.
+// -pid reaches everything it started too. Its stdin is /dev/null (a remote rank's
+// is the control channel); its stdout and stderr arrive on the two pipes.
 struct RankProcess {
   pid_t pid = -1;
   UniqueFd stdout_pipe;
   UniqueFd stderr_pipe;
+  // Remote ranks: signals and heartbeats go through this instead of kill().
+  std::shared_ptr<RemoteControl> control;
+  // Extra words for an exit status that means more than the rank's own code
+  // (ssh's 255); empty when there is nothing to add.
+  std::function<std::string(int exit_code)> explain_exit;
 };
 
 // The rank's program could not be started (exec failed in the child); the child
@@ -44,7 +59,18 @@ class ProcessSpawner {
   virtual RankProcess spawn(const LaunchSpec& spec) = 0;
 };
 
-// Fork and exec on this host. The child dies with kolorun (PR_SET_PDEATHSIG).
+// How a process started on this host is wired: its stdin, and whether its output
+// is captured on pipes (else it shares kolorun's own stdout and stderr).
+struct ProcessStdio {
+  int stdin_fd = -1;
+  bool capture_output = true;
+};
+
+// Fork and exec spec.program_path on this host, in a new process group, dying
+// with the caller (PR_SET_PDEATHSIG). Throws like ProcessSpawner::spawn.
+RankProcess start_process(const LaunchSpec& spec, const ProcessStdio& stdio);
+
+// start_process with stdin /dev/null and captured output.
 std::unique_ptr<ProcessSpawner> make_local_spawner();
 
 }  // namespace kolorun

@@ -29,9 +29,15 @@ std::string make_job_id() {
   return id;
 }
 
-std::vector<std::string> make_rank_environment(const char* const* base, const RankPlacement& rank, int size,
-                                               const JobIdentity& job) {
-  const std::vector<std::pair<std::string, std::string>> kolo_vars = {
+std::vector<std::string> environment_entries(const char* const* env) {
+  std::vector<std::string> entries;
+  for (const char* const* entry = env; entry != nullptr && *entry != nullptr; ++entry) entries.emplace_back(*entry);
+  return entries;
+}
+
+std::vector<std::string> make_rank_environment(const std::vector<std::string>& base, const RankPlacement& rank,
+                                               int size, const JobIdentity& job) {
+  std::vector<std::pair<std::string, std::string>> kolo_vars = {
       {"KOLO_RANK", std::to_string(rank.rank)},
       {"KOLO_SIZE", std::to_string(size)},
       {"KOLO_LOCAL_RANK", std::to_string(rank.local_rank)},
@@ -43,6 +49,8 @@ std::vector<std::string> make_rank_environment(const char* const* base, const Ra
       {"KOLO_STORE_ADDR", job.store_addr},
       {"KOLO_SECRET", job.secret},
   };
+  if (!job.network_interface.empty()) kolo_vars.emplace_back("KOLO_IFACE", job.network_interface);
+  if (!job.flight_dir.empty()) kolo_vars.emplace_back("KOLO_FLIGHT_RECORDER_DIR", job.flight_dir);
   auto set_by_kolorun = [&](const std::string& entry) {
     auto name = entry.substr(0, entry.find('='));
     for (const auto& [var, value] : kolo_vars)
@@ -51,8 +59,8 @@ std::vector<std::string> make_rank_environment(const char* const* base, const Ra
   };
 
   std::vector<std::string> env;
-  for (const char* const* entry = base; entry != nullptr && *entry != nullptr; ++entry) {
-    if (!set_by_kolorun(*entry)) env.emplace_back(*entry);
+  for (const auto& entry : base) {
+    if (!set_by_kolorun(entry)) env.push_back(entry);
   }
   for (const auto& [var, value] : kolo_vars) env.push_back(var + "=" + value);
   return env;

@@ -14,14 +14,20 @@ struct JobIdentity {
   std::string job_id;      // 16 hex characters, names the job's shared memory
   std::string store_addr;  // host:port of the rendezvous store
   std::string secret;      // proves membership to the store; environment only
+  std::string network_interface;  // --network-interface, passed on as KOLO_IFACE
+  std::string flight_dir;  // KOLO_FLIGHT_RECORDER_DIR for every rank
 };
 
 // A fresh random job id: 16 hex characters from the kernel's random source.
 std::string make_job_id();
 
-// "NAME=value" entries: `base` (normally environ) without any variable kolorun
-// sets, then kolorun's variables for `rank`.
-std::vector<std::string> make_rank_environment(const char* const* base, const RankPlacement& rank, int size,
-                                               const JobIdentity& job);
+// "NAME=value" entries: `base` (normally environ, or what of it may travel to
+// another host) without any variable kolorun sets, then kolorun's variables for
+// `rank`.
+std::vector<std::string> make_rank_environment(const std::vector<std::string>& base, const RankPlacement& rank,
+                                               int size, const JobIdentity& job);
+
+// The entries of a NULL-terminated environment block.
+std::vector<std::string> environment_entries(const char* const* env);
 
 }  // namespace kolorun

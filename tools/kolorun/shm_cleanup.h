@@ -20,4 +20,20 @@ class ShmJanitor {
   std::string job_id_;
 };
 
+// On a host that kolorun only reaches remotely, each rank's --remote-exec holds a
+// shared lock on a file of the job's; the last one to let go removes the job's
+// segments on that host. Best effort: a host whose ranks all die by SIGKILL
+// keeps its segments until the next reboot.
+class HostJobLease {
+ public:
+  explicit HostJobLease(std::string job_id);
+  ~HostJobLease();
+  HostJobLease(const HostJobLease&) = delete;
+  HostJobLease& operator=(const HostJobLease&) = delete;
+
+ private:
+  std::string job_id_;
+  int fd_ = -1;
+};
+
 }  // namespace kolorun

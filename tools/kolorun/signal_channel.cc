@@ -18,6 +18,7 @@ sigset_t handled_signals() {
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGHUP);
+  sigaddset(&set, SIGUSR1);  // forwarded to the ranks: flight records
   return set;
 }
 

@@ -26,11 +26,15 @@ using Clock = std::chrono::steady_clock;
 // A sleeping waiter wakes at least this often to check for abort, peer death and
 // the peer timeout, even when nobody wakes it.
 constexpr auto kSleepSlice = std::chrono::milliseconds(20);
-// How long a waiter spins before it sleeps: long enough to cover a peer that is
-// a few microseconds behind, short enough not to steal much from a peer that
-// shares our core.
+// How long a waiter polls before it sleeps: long enough to cover a peer that is
+// some microseconds behind. It polls with pause instructions for the first few
+// microseconds (a peer running on another core answers within them), then
+// yields the CPU between polls, because under load (other processes, or more
+// ranks than cores) the peer we wait for may be queued behind us for our CPU.
+// Without that, a poller sharing a CPU with its peer would burn its whole budget
+// on every step.
+constexpr auto kPureSpin = std::chrono::microseconds(5);
 constexpr auto kSpinBudget = std::chrono::microseconds(50);
-constexpr auto kOversubscribedSpinBudget = std::chrono::microseconds(10);
 
 // Wraparound-safe "value has reached target" for counters that only move forward
 // and are compared within a small window.
@@ -86,7 +90,7 @@ ShmChannel::ShmChannel(JoinedSegment segment, int rank, const CommunicatorOption
       options_(options),
       step_(segment.first_step) {
   oversubscribed_ = layout_.size > usable_cpus();
-  spin_budget_ = oversubscribed_ ? kOversubscribedSpinBudget : kSpinBudget;
+  spin_budget_ = kSpinBudget;
 }
 
 ShmChannel::~ShmChannel() {
@@ -108,6 +112,7 @@ std::byte* ShmChannel::slot(int rank) const {
 // ---- steps ---------------------------------------------------------------------------
 
 void ShmChannel::acquire_slot() {
+  mid_step_ = true;
   // The slot was last used two steps ago (step_ - 2); every rank must have
   // finished it, i.e. published consumed >= step_ - 1.
   const std::uint32_t target = step_ - 1;
@@ -117,7 +122,10 @@ void ShmChannel::acquire_slot() {
   }
 }
 
-void ShmChannel::post() { publish(control(rank_).posted, step_ + 1); }
+void ShmChannel::post() {
+  mid_step_ = true;
+  publish(control(rank_).posted, step_ + 1);
+}
 void ShmChannel::post_reduced() { publish(control(rank_).reduced, step_ + 1); }
 void ShmChannel::wait_posted(int peer) { wait_until(peer, control(peer).posted, step_ + 1); }
 void ShmChannel::wait_reduced(int peer) { wait_until(peer, control(peer).reduced, step_ + 1); }
@@ -125,6 +133,7 @@ void ShmChannel::wait_reduced(int peer) { wait_until(peer, control(peer).reduced
 void ShmChannel::finish_step() {
   publish(control(rank_).consumed, step_ + 1);
   ++step_;
+  mid_step_ = false;
 }
 
 // Dekker-style pairing with sleep_until: the publisher stores the value and then
@@ -149,10 +158,12 @@ bool ShmChannel::spin_until(const Counter& counter, std::uint32_t target) const 
   for (std::uint32_t i = 1;; ++i) {
     cpu_relax();
     if (reached(counter.value.load(std::memory_order_acquire), target)) return true;
-    if ((i & 63u) == 0) {
-      if (aborted_.load(std::memory_order_relaxed) || Clock::now() - start > spin_budget_) return false;
-      // More ranks than cores: the peer we wait for may need our core.
-      if (oversubscribed_) ::sched_yield();
+    if ((i & 15u) == 0) {
+      const auto spent = Clock::now() - start;
+      if (aborted_.load(std::memory_order_relaxed) || spent > spin_budget_) return false;
+      // A peer that has not answered within a few microseconds is probably not
+      // running right now: if it waits for a CPU, maybe ours, hand ours over.
+      if (oversubscribed_ || spent > kPureSpin) ::sched_yield();
     }
   }
 }

@@ -49,6 +49,9 @@ class ShmChannel {
   void wait_reduced(int peer);
   // This rank has read everything it needs of the step; move to the next one.
   void finish_step();
+  // True between the first acquire/post of a step and its finish_step: an error
+  // thrown then leaves this rank out of step with its peers.
+  bool mid_step() const { return mid_step_; }
 
   // ---- failure -------------------------------------------------------------------------
   // Callable from any thread: current and later waits throw ShutdownError(reason);
@@ -76,8 +79,9 @@ class ShmChannel {
   CommunicatorOptions options_;
   std::uint32_t step_;
   std::chrono::nanoseconds spin_budget_;
-  bool oversubscribed_;
+  bool oversubscribed_;  // more ranks than usable CPUs: yield from the first poll
   const char* operation_ = "setup";
+  bool mid_step_ = false;
 
   std::atomic<bool> aborted_{false};
   mutable std::mutex abort_mutex_;

@@ -63,7 +63,9 @@ class UnlinkOnFailure {
 Mapping map_shared(int fd, std::size_t bytes, bool populate) {
   int flags = MAP_SHARED | (populate ? MAP_POPULATE : 0);
   void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, flags, fd, 0);
-  if (base == MAP_FAILED) throw Error(system_error_text("mmap of " + std::to_string(bytes) + " bytes of shared memory"));
+  if (base == MAP_FAILED) {
+    throw Error(system_error_text("mmap of " + std::to_string(bytes) + " bytes of shared memory"));
+  }
   return Mapping(base, bytes);
 }
 
@@ -86,7 +88,9 @@ JoinedSegment create_segment(const std::string& name, int size, const SegmentCon
   // fallocate reserves the memory now, so that a full /dev/shm is a clear error
   // here instead of a SIGBUS in the middle of a collective.
   int rc = ::posix_fallocate(fd.get(), 0, static_cast<off_t>(layout.total_bytes));
-  if (rc == EOPNOTSUPP || rc == EINVAL) rc = ::ftruncate(fd.get(), static_cast<off_t>(layout.total_bytes)) == 0 ? 0 : errno;
+  if (rc == EOPNOTSUPP || rc == EINVAL) {
+    rc = ::ftruncate(fd.get(), static_cast<off_t>(layout.total_bytes)) == 0 ? 0 : errno;
+  }
   if (rc != 0) {
     ::shm_unlink(name.c_str());
     errno = rc;

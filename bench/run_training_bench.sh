@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Training throughput on this machine, in one run: kolo's synthetic ResNet
+# benchmark with 1 and 2 workers (under kolorun) and PyTorch DistributedDataParallel
+# (gloo) with 1 and 2 workers, same model, batch, image size and threads. Prints
+# each one's 2-worker scaling efficiency and the ratio kolo / DDP.
+#
+#   bench/run_training_bench.sh [--model resnet50] [--batch-size 32] [--image-size 48]
+#       [--num-warmup-batches 2] [--num-iters 5] [--num-batches-per-iter 2]
+#       [--threads 1] [--repeat 1] [--build-dir build]
+#
+# Needs a build with -DKOLO_BUILD_EXAMPLES=ON -DKOLO_WITH_TORCH=ON and Debian's
+# python3-torch. Every worker gets --threads intra-op threads (1 by default, so
+# two workers use two cores and the comparison with one worker is fair). With
+# --repeat N the four runs are made N times, interleaved, and each keeps its best
+# total: on a shared machine that filters out the rounds other work slowed down.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+model=resnet50
+batch_size=32
+image_size=48
+warmup=2
+iters=5
+batches_per_iter=2
+threads=1
+repeat=1
+build_dir=build
+
+usage() {
+  awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0" >&2
+  exit 2
+}
+
+while [[ $# -gt 0 ]]; do
+  [[ $# -ge 2 ]] || usage
+  case "$1" in
+    --model) model=$2 ;;
+    --batch-size) batch_size=$2 ;;
+    --image-size) image_size=$2 ;;
+    --num-warmup-batches) warmup=$2 ;;
+    --num-iters) iters=$2 ;;
+    --num-batches-per-iter) batches_per_iter=$2 ;;
+    --threads) threads=$2 ;;
+    --repeat) repeat=$2 ;;
+    --build-dir) build_dir=$2 ;;
+    *) usage ;;
+  esac
+  shift 2
+done
+
+benchmark=$build_dir/examples/synthetic_benchmark/synthetic_benchmark
+kolorun=$build_dir/tools/kolorun/kolorun
+python=/usr/bin/python3
+for tool in "$benchmark" "$kolorun"; do
+  [[ -x $tool ]] || { echo "run_training_bench: $tool is missing; build with -DKOLO_BUILD_EXAMPLES=ON -DKOLO_WITH_TORCH=ON" >&2; exit 1; }
+done
+"$python" -c 'import torch.distributed' 2>/dev/null || { echo "run_training_bench: $python lacks torch (apt-get install python3-torch)" >&2; exit 1; }
+
+args=(--model "$model" --batch-size "$batch_size" --image-size "$image_size" --num-warmup-batches "$warmup"
+      --num-iters "$iters" --num-batches-per-iter "$batches_per_iter" --threads "$threads")
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+
+# Runs a benchmark command, shows its output, and prints its total img/sec.
+total_img_sec() {
+  "$@" >"$log" 2>&1 || { cat "$log" >&2; echo "run_training_bench: '$*' failed" >&2; exit 1; }
+  sed 's/^\[[0-9]*\]<std[a-z]*>://' "$log" | sed 's/^/    /' >&2
+  local total
+  total=$(sed -n 's/.*Total img\/sec on [0-9]* worker(s): \([0-9.]*\) +-.*/\1/p' "$log")
+  [[ -n $total ]] || { echo "run_training_bench: no 'Total img/sec' line from '$*'" >&2; exit 1; }
+  echo "$total"
+}
+
+best() { awk -v a="$1" -v b="$2" 'BEGIN { print (a > b ? a : b) }'; }
+
+echo "== $model, batch $batch_size per worker, ${image_size}x$image_size images, $threads thread(s) per worker" >&2
+kolo1=0 kolo2=0 ddp1=0 ddp2=0
+for round in $(seq "$repeat"); do
+  echo "-- round $round: kolo, 1 worker" >&2
+  kolo1=$(best "$kolo1" "$(total_img_sec "$kolorun" -np 1 "$benchmark" "${args[@]}")")
+  echo "-- round $round: kolo, 2 workers" >&2
+  kolo2=$(best "$kolo2" "$(total_img_sec "$kolorun" -np 2 "$benchmark" "${args[@]}")")
+  echo "-- round $round: PyTorch DDP (gloo), 1 worker" >&2
+  ddp1=$(best "$ddp1" "$(total_img_sec "$python" bench/ddp_synthetic.py --num-proc 1 "${args[@]}")")
+  echo "-- round $round: PyTorch DDP (gloo), 2 workers" >&2
+  ddp2=$(best "$ddp2" "$(total_img_sec "$python" bench/ddp_synthetic.py --num-proc 2 "${args[@]}")")
+done
+
+awk -v k1="$kolo1" -v k2="$kolo2" -v d1="$ddp1" -v d2="$ddp2" -v model="$model" 'BEGIN {
+  printf "\n%-22s %12s %12s %12s\n", model " img/sec", "1 worker", "2 workers", "scaling"
+  printf "%-22s %12.1f %12.1f %11.1f%%\n", "kolo", k1, k2, 100 * k2 / (2 * k1)
+  printf "%-22s %12.1f %12.1f %11.1f%%\n", "PyTorch DDP (gloo)", d1, d2, 100 * d2 / (2 * d1)
+  printf "kolo / DDP with 2 workers: %.2fx\n", k2 / d2
+}'

@@ -1,0 +1,33 @@
+#include "comm/gloo/failure_verdict.h"
+
+#include <chrono>
+
+#include "common/logging.h"
+
+namespace kolo::comm {
+
+FailureVerdict::FailureVerdict(store::StoreClient* store, std::string key_prefix, int my_rank)
+    : store_(store), prefix_(std::move(key_prefix)), my_rank_(my_rank) {}
+
+std::pair<int, std::string> FailureVerdict::claim(int rank, const std::string& message) {
+  if (store_ == nullptr) return {rank, message};
+  const std::string verdict_key = prefix_ + "verdict";
+  try {
+    if (store_->add(prefix_ + "claims", 1) == 1) {
+      std::string text = std::to_string(rank) + "\n" + message + " [seen first by rank " + std::to_string(my_rank_) + "]";
+      store_->set(verdict_key, store::Bytes(text.begin(), text.end()));
+      return {rank, text.substr(text.find('\n') + 1)};
+    }
+    // The first claimant writes right after its claim; it may have died in between.
+    store::Bytes value = store_->get(verdict_key, std::chrono::seconds(2));
+    std::string text(value.begin(), value.end());
+    auto newline = text.find('\n');
+    if (newline == std::string::npos || newline == 0 || newline > 9) return {rank, message};
+    return {std::stoi(text.substr(0, newline)), text.substr(newline + 1)};
+  } catch (const std::exception& e) {
+    KOLO_LOG(Debug, "could not share the failure verdict: " << e.what());
+    return {rank, message};
+  }
+}
+
+}  // namespace kolo::comm

@@ -1,0 +1,35 @@
+// The job-wide verdict on which rank failed first.
+//
+// When a rank fails, its neighbours see it first; they give up and close their
+// own connections, and the ranks waiting on *them* see only that. So that every
+// rank names the rank that failed first, not the neighbour that closed on it,
+// the first rank to claim the store's counter writes its judgement and every
+// later claimant adopts it. Keys live under one prefix per job and init()
+// generation, shared by every communicator of the job (flat, cross-host groups,
+// hierarchical); ranks are global job ranks.
+#pragma once
+
+#include <string>
+#include <utility>
+
+#include "store/store.h"
+
+namespace kolo::comm {
+
+class FailureVerdict {
+ public:
+  // `store` may be null: every rank then judges alone.
+  FailureVerdict(store::StoreClient* store, std::string key_prefix, int my_rank);
+
+  // Offers this rank's judgement (`rank` failed, as `message` explains) and
+  // returns the verdict: this one if it was first, else the first one. Never
+  // throws; without a reachable store it returns this rank's own judgement.
+  std::pair<int, std::string> claim(int rank, const std::string& message);
+
+ private:
+  store::StoreClient* store_;
+  std::string prefix_;
+  int my_rank_;
+};
+
+}  // namespace kolo::comm

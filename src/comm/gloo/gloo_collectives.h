@@ -1,0 +1,52 @@
+// kolo's collective algorithms on a gloo mesh (see gloo_collectives.cc).
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <vector>
+
+#include "comm/gloo/gloo_mesh.h"
+#include "kolo/types.h"
+
+namespace kolo::comm::gloo_impl {
+
+struct Tuning {
+  // Allreduce up to this many bytes: one exchange of whole inputs, every rank
+  // reduces (fewest round trips). Above: reduce-scatter + allgather.
+  std::size_t small_bytes = 64 * 1024;
+  // Reduce-scatter moves blocks in rounds of at most this many bytes per peer,
+  // double-buffered, which bounds the scratch memory to 2 x (size-1) rounds.
+  std::size_t round_bytes = 1 << 20;
+
+  static Tuning from_env();
+};
+
+class Collectives {
+ public:
+  Collectives(Mesh& mesh, Tuning tuning) : mesh_(mesh), tuning_(tuning) {}
+
+  void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op);
+  void reduce_scatter(const void* send, void* recv, std::span<const std::size_t> recv_counts, DataType dtype,
+                      ReduceOp op);
+  void allgatherv(const void* send, std::size_t send_bytes, void* recv, std::span<const std::size_t> recv_bytes);
+  void gatherv(const void* send, std::size_t send_bytes, void* recv, std::span<const std::size_t> recv_bytes,
+               int root);
+  void broadcast(void* buffer, std::size_t bytes, int root);
+  void alltoallv(const void* send, std::span<const std::size_t> send_bytes, void* recv,
+                 std::span<const std::size_t> recv_bytes);
+  void barrier();
+
+ private:
+  void allreduce_small(const std::byte* send, std::byte* recv, std::size_t count, DataType dtype, ReduceOp op);
+  // Rank j's block of `counts` (elements, offsets in `offsets`) is reduced over
+  // all ranks into out (this rank's block only).
+  void reduce_blocks(const std::byte* send, std::byte* out, std::span<const std::size_t> counts,
+                     std::span<const std::size_t> offsets, DataType dtype, ReduceOp op, const char* what);
+  std::byte* scratch(std::size_t bytes);
+
+  Mesh& mesh_;
+  Tuning tuning_;
+  std::vector<std::byte> scratch_;
+};
+
+}  // namespace kolo::comm::gloo_impl

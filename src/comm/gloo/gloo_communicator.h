@@ -1,0 +1,70 @@
+// The gloo communicator: collectives between ranks on any hosts over TCP, built
+// on the transport of Debian's libgloo (its full-mesh rendezvous, TCP pairs and
+// unbound buffers). kolo's own algorithms run on top (gloo_collectives.cc), so
+// that reductions give the same bits as the shared-memory communicator and a
+// failure names the rank at fault. No gloo header leaks out of src/comm/gloo.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "store/store.h"
+
+namespace kolo::comm {
+
+// Where this rank's TCP endpoints listen (peers connect to that address).
+struct GlooNetwork {
+  // An address of this host the peers can reach (KOLO_HOST_ADDR); wins over iface.
+  std::string host_addr;
+  // A network interface whose address to use (KOLO_IFACE).
+  std::string iface;
+  // Every rank of the job runs on this host: loopback serves when neither is set.
+  bool all_local = true;
+
+  // KOLO_HOST_ADDR and KOLO_IFACE from the environment.
+  static GlooNetwork from_env(bool all_local);
+};
+
+// One set of ranks joined by a full mesh of TCP connections.
+struct GlooGroup {
+  int rank = 0;
+  int size = 1;
+  // Rendezvous keys of this group live under it; unique per job, init() generation
+  // and group (e.g. "comm/0/gloo/world/").
+  std::string key_prefix;
+  // The job rank of each group rank, for errors and verdicts; empty when the
+  // group is the whole job.
+  std::vector<int> job_ranks;
+  // Where the job-wide failure verdict lives (failure_verdict.h); shared by every
+  // communicator of the job generation. Empty: key_prefix + "failure/".
+  std::string verdict_prefix;
+
+  int job_rank(int group_rank) const;
+};
+
+// A gloo communicator, plus what a composition needs to spread a failure that it
+// learned elsewhere.
+class GlooCommunicator : public Communicator {
+ public:
+  // Declares the communicator failed because job rank `job_rank` failed (as
+  // `message` explains): records the verdict and closes every connection at once,
+  // so that peers waiting on this rank wake and name that rank. Later calls throw
+  // PeerFailureError. Never throws; call it from the thread that runs the collectives.
+  virtual void fail_peer(int job_rank, const std::string& message) = 0;
+};
+
+// False when kolo was built with KOLO_WITH_GLOO=OFF.
+bool gloo_available();
+
+// Connects the group (every member calls this with the same prefix and size) and
+// returns its communicator, named "gloo". `store` carries the rendezvous and, when
+// a peer fails, the verdict on which rank failed first; it must outlive the
+// communicator. Errors name job ranks. Errors: InvalidArgumentError (bad rank/size, unusable address or
+// interface), TimeoutError (a member did not show up within connect_timeout),
+// PeerFailureError (a member failed while connecting).
+std::unique_ptr<GlooCommunicator> make_gloo_communicator(const GlooGroup& group, store::StoreClient& store,
+                                                     const GlooNetwork& network, const CommunicatorOptions& options);
+
+}  // namespace kolo::comm

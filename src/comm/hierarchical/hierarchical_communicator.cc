@@ -1,0 +1,161 @@
+#include "comm/hierarchical/hierarchical_communicator.h"
+
+#include <exception>
+#include <mutex>
+#include <numeric>
+#include <vector>
+
+#include "kolo/error.h"
+
+namespace kolo::comm {
+namespace {
+
+enum class Part { Local, Cross, Flat };
+
+class HierarchicalCommunicator final : public Communicator {
+ public:
+  HierarchicalCommunicator(const HostLayout& layout, std::unique_ptr<Communicator> local,
+                           std::unique_ptr<GlooCommunicator> cross, std::unique_ptr<GlooCommunicator> flat,
+                           FailureVerdict verdict)
+      : layout_(layout),
+        local_(std::move(local)),
+        cross_(std::move(cross)),
+        flat_(std::move(flat)),
+        verdict_(std::move(verdict)) {
+    if (local_->size() != layout_.local_size || local_->rank() != layout_.local_rank ||
+        cross_->size() != layout_.cross_size || cross_->rank() != layout_.cross_rank ||
+        flat_->size() != layout_.local_size * layout_.cross_size || flat_->rank() != job_rank(Part::Local, layout_.local_rank))
+      throw InvalidArgumentError("hierarchical communicator: the local, cross and flat communicators do not match "
+                                 "the host layout");
+  }
+
+  int rank() const override { return flat_->rank(); }
+  int size() const override { return flat_->size(); }
+  std::string name() const override { return "hierarchical"; }
+
+  void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op) override {
+    const int L = layout_.local_size, me = layout_.local_rank;
+    const std::size_t es = element_size(dtype);
+    std::vector<std::size_t> counts(L, count / L);
+    for (std::size_t j = 0; j < count % L; ++j) ++counts[j];
+    std::vector<std::size_t> bytes(L);
+    for (int j = 0; j < L; ++j) bytes[j] = counts[j] * es;
+    shard_.resize(bytes[me]);
+    run(Part::Local, [&] { local_->reduce_scatter(send, shard_.data(), counts, dtype, op); });
+    run(Part::Cross, [&] { cross_->allreduce(shard_.data(), shard_.data(), counts[me], dtype, op); });
+    run(Part::Local, [&] { local_->allgatherv(shard_.data(), bytes[me], recv, bytes); });
+  }
+
+  void allgatherv(const void* send, std::size_t send_bytes, void* recv,
+                  std::span<const std::size_t> recv_bytes) override {
+    if (recv_bytes.size() != static_cast<std::size_t>(size()))
+      throw InvalidArgumentError("allgatherv: expected one size per rank (" + std::to_string(size()) + "), got " +
+                                 std::to_string(recv_bytes.size()));
+    const int L = layout_.local_size, C = layout_.cross_size;
+    std::vector<std::size_t> host_bytes(C, 0);
+    for (int r = 0; r < size(); ++r) host_bytes[r / L] += recv_bytes[r];
+    const std::size_t host_offset =
+        std::accumulate(host_bytes.begin(), host_bytes.begin() + layout_.cross_rank, std::size_t{0});
+    const std::size_t total = std::accumulate(host_bytes.begin(), host_bytes.end(), std::size_t{0});
+    auto* out = static_cast<std::byte*>(recv);
+    run(Part::Local, [&] {
+      local_->allgatherv(send, send_bytes, out + host_offset, recv_bytes.subspan(layout_.cross_rank * L, L));
+    });
+    if (layout_.local_rank == 0)
+      run(Part::Cross, [&] { cross_->allgatherv(out + host_offset, host_bytes[layout_.cross_rank], out, host_bytes); });
+    run(Part::Local, [&] { local_->broadcast(out, total, 0); });
+  }
+
+  void broadcast(void* buffer, std::size_t bytes, int root) override {
+    if (root < 0 || root >= size())
+      throw InvalidArgumentError("broadcast: root rank " + std::to_string(root) + " is not below " +
+                                 std::to_string(size()));
+    const int root_host = root / layout_.local_size, root_local = root % layout_.local_size;
+    if (layout_.local_rank == root_local) run(Part::Cross, [&] { cross_->broadcast(buffer, bytes, root_host); });
+    run(Part::Local, [&] { local_->broadcast(buffer, bytes, root_local); });
+  }
+
+  void barrier() override {
+    run(Part::Local, [&] { local_->barrier(); });
+    if (layout_.local_rank == 0) run(Part::Cross, [&] { cross_->barrier(); });
+    run(Part::Local, [&] { local_->barrier(); });
+  }
+
+  void reduce_scatter(const void* send, void* recv, std::span<const std::size_t> recv_counts, DataType dtype,
+                      ReduceOp op) override {
+    run(Part::Flat, [&] { flat_->reduce_scatter(send, recv, recv_counts, dtype, op); });
+  }
+  void gatherv(const void* send, std::size_t send_bytes, void* recv, std::span<const std::size_t> recv_bytes,
+               int root) override {
+    run(Part::Flat, [&] { flat_->gatherv(send, send_bytes, recv, recv_bytes, root); });
+  }
+  void alltoallv(const void* send, std::span<const std::size_t> send_bytes, void* recv,
+                 std::span<const std::size_t> recv_bytes) override {
+    run(Part::Flat, [&] { flat_->alltoallv(send, send_bytes, recv, recv_bytes); });
+  }
+
+  void abort(const std::string& reason) override {
+    local_->abort(reason);
+    cross_->abort(reason);
+    flat_->abort(reason);
+  }
+
+ private:
+  int job_rank(Part part, int part_rank) const {
+    if (part_rank < 0) return -1;
+    switch (part) {
+      case Part::Local: return layout_.cross_rank * layout_.local_size + part_rank;
+      case Part::Cross: return part_rank * layout_.local_size + layout_.local_rank;
+      case Part::Flat: return part_rank;
+    }
+    return -1;
+  }
+
+  template <typename Body>
+  void run(Part part, Body&& body) {
+    {
+      std::lock_guard lock(mutex_);
+      if (failure_) std::rethrow_exception(failure_);
+    }
+    try {
+      body();
+    } catch (const PeerFailureError& e) {
+      spread_failure(job_rank(part, e.peer_rank()), e.what());
+    }
+  }
+
+  [[noreturn]] void spread_failure(int culprit, const std::string& message) {
+    auto [rank, verdict] = verdict_.claim(culprit, message);
+    auto error = std::make_exception_ptr(PeerFailureError(rank, verdict));
+    {
+      std::lock_guard lock(mutex_);
+      if (!failure_) failure_ = error;
+    }
+    local_->abort(verdict);
+    cross_->fail_peer(rank, verdict);
+    flat_->fail_peer(rank, verdict);
+    std::rethrow_exception(error);
+  }
+
+  HostLayout layout_;
+  std::unique_ptr<Communicator> local_;
+  std::unique_ptr<GlooCommunicator> cross_;
+  std::unique_ptr<GlooCommunicator> flat_;
+  FailureVerdict verdict_;
+  std::vector<std::byte> shard_;
+  std::mutex mutex_;
+  std::exception_ptr failure_;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_hierarchical_communicator(const HostLayout& layout,
+                                                             std::unique_ptr<Communicator> local,
+                                                             std::unique_ptr<GlooCommunicator> cross,
+                                                             std::unique_ptr<GlooCommunicator> flat,
+                                                             FailureVerdict verdict) {
+  return std::make_unique<HierarchicalCommunicator>(layout, std::move(local), std::move(cross), std::move(flat),
+                                                    std::move(verdict));
+}
+
+}  // namespace kolo::comm

@@ -1,0 +1,48 @@
+// The collective algorithms of the shared-memory communicator, written as steps
+// of a ShmChannel (the protocol is described at the top of shm_communicator.cc).
+// Arguments have been checked by the caller; all ranks call the same functions
+// with agreeing arguments, so all derive the same steps.
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <vector>
+
+#include "comm/shm/shm_channel.h"
+#include "kolo/types.h"
+
+namespace kolo::comm::shm {
+
+// `srcs` is scratch space for one input pointer per rank.
+void allreduce(ShmChannel& channel, const std::byte* send, std::byte* recv, std::size_t count, DataType dtype,
+               ReduceOp op, std::span<const void*> srcs);
+void reduce_scatter(ShmChannel& channel, const std::byte* send, std::byte* recv, std::span<const std::size_t> counts,
+                    DataType dtype, ReduceOp op, std::span<const void*> srcs);
+
+// root < 0: every rank receives (allgatherv); else only `root` (gatherv).
+void gather(ShmChannel& channel, const std::byte* send, std::byte* recv, std::span<const std::size_t> sizes, int root);
+void broadcast(ShmChannel& channel, std::byte* buffer, std::size_t bytes, int root);
+void alltoallv(ShmChannel& channel, const std::byte* send, std::span<const std::size_t> send_bytes, std::byte* recv,
+               std::span<const std::size_t> recv_bytes);
+void barrier(ShmChannel& channel);
+
+// ---- helpers shared by the algorithms ------------------------------------------------
+
+inline std::size_t ceil_div(std::size_t a, std::size_t b) { return (a + b - 1) / b; }
+
+// [begin, end) of piece `index` when `len` elements are split into `parts`
+// consecutive pieces whose boundaries are multiples of `align` (the last pieces
+// may be shorter or empty).
+struct Piece {
+  std::size_t begin = 0;
+  std::size_t end = 0;
+  std::size_t size() const { return end - begin; }
+};
+Piece piece_of(std::size_t len, int parts, int index, std::size_t align);
+
+bool overlaps(const void* a, std::size_t a_bytes, const void* b, std::size_t b_bytes);
+// offsets[i] = sum of sizes[0..i); offsets[size] = the total.
+std::vector<std::size_t> prefix_offsets(std::span<const std::size_t> sizes);
+std::size_t max_of(std::span<const std::size_t> sizes);
+
+}  // namespace kolo::comm::shm

@@ -1,0 +1,135 @@
+// allreduce and reduce_scatter over the slot machinery.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "comm/shm/shm_collectives.h"
+#include "comm/shm/stream_copy.h"
+#include "common/reduce.h"
+
+namespace kolo::comm::shm {
+namespace {
+
+void copy_plain(void* dst, const void* src, std::size_t bytes) { std::memcpy(dst, src, bytes); }
+
+// Small messages: one step, every rank reduces everything itself.
+void allreduce_one_step(ShmChannel& channel, const std::byte* send, void* recv, std::size_t count, DataType dtype,
+                        ReduceOp op, std::span<const void*> srcs) {
+  const int me = channel.rank();
+  channel.acquire_slot();
+  std::memcpy(channel.slot(me), send, count * element_size(dtype));
+  channel.post();
+  for (int j = 0; j < channel.size(); ++j) {
+    if (j == me) {
+      srcs[j] = send;
+    } else {
+      channel.wait_posted(j);
+      srcs[j] = channel.slot(j);
+    }
+  }
+  reduce_many(recv, srcs.data(), channel.size(), count, dtype, op);
+  channel.finish_step();
+}
+
+// Large messages: chunk by chunk, each rank reduces the segment it owns.
+void allreduce_pipelined(ShmChannel& channel, const std::byte* send, std::byte* recv, std::size_t count,
+                         DataType dtype, ReduceOp op, std::span<const void*> srcs) {
+  const int n = channel.size(), me = channel.rank();
+  const std::size_t es = element_size(dtype);
+  const std::size_t chunk = channel.slot_bytes() / es;
+  const std::size_t align = std::max<std::size_t>(1, kCacheLine / es);
+  auto copy_out = count * es >= kStreamingOutputBytes ? copy_streaming : copy_plain;
+  for (std::size_t base = 0; base < count; base += chunk) {
+    const std::size_t len = std::min(chunk, count - base);
+    std::byte* mine = channel.slot(me);
+
+    channel.acquire_slot();
+    for (int d = 1; d < n; ++d) {
+      Piece p = piece_of(len, n, (me + d) % n, align);
+      std::memcpy(mine + p.begin * es, send + (base + p.begin) * es, p.size() * es);
+    }
+    channel.post();
+
+    const Piece own = piece_of(len, n, me, align);
+    if (own.size() > 0) {
+      for (int j = 0; j < n; ++j) {
+        if (j == me) {
+          srcs[j] = send + (base + own.begin) * es;
+        } else {
+          channel.wait_posted(j);
+          srcs[j] = channel.slot(j) + own.begin * es;
+        }
+      }
+      reduce_many(mine + own.begin * es, srcs.data(), n, own.size(), dtype, op);
+    }
+    channel.post_reduced();
+    copy_out(recv + (base + own.begin) * es, mine + own.begin * es, own.size() * es);
+
+    for (int d = 1; d < n; ++d) {
+      const int j = (me + d) % n;
+      Piece p = piece_of(len, n, j, align);
+      if (p.size() == 0) continue;
+      channel.wait_reduced(j);
+      copy_out(recv + (base + p.begin) * es, channel.slot(j) + p.begin * es, p.size() * es);
+    }
+    channel.finish_step();
+  }
+}
+
+}  // namespace
+
+void allreduce(ShmChannel& channel, const std::byte* send, std::byte* recv, std::size_t count, DataType dtype,
+               ReduceOp op, std::span<const void*> srcs) {
+  const std::size_t bytes = count * element_size(dtype);
+  if (bytes == 0) return;
+  if (bytes <= channel.small_bytes()) {
+    allreduce_one_step(channel, send, recv, count, dtype, op, srcs);
+  } else {
+    allreduce_pipelined(channel, send, recv, count, dtype, op, srcs);
+  }
+}
+
+void reduce_scatter(ShmChannel& channel, const std::byte* send, std::byte* recv, std::span<const std::size_t> counts,
+                    DataType dtype, ReduceOp op, std::span<const void*> srcs) {
+  const int n = channel.size(), me = channel.rank();
+  const std::size_t es = element_size(dtype);
+  const std::vector<std::size_t> offsets = prefix_offsets(counts);
+  const std::size_t total_bytes = offsets[n] * es;
+  // The output may be this rank's own block of the input (each element is then
+  // read just before it is overwritten); any other overlap needs a copy.
+  std::vector<std::byte> private_send;
+  if (overlaps(send, total_bytes, recv, counts[me] * es) && recv != send + offsets[me] * es) {
+    private_send.assign(send, send + total_bytes);
+    send = private_send.data();
+  }
+  const std::size_t align = std::max<std::size_t>(1, kCacheLine / es);
+  const std::size_t per_owner = channel.slot_bytes() / static_cast<std::size_t>(n) / es / align * align;
+  const std::size_t steps = ceil_div(max_of(counts), per_owner);
+  for (std::size_t s = 0; s < steps; ++s) {
+    const std::size_t begin = s * per_owner;
+    auto piece_len = [&](int j) { return begin < counts[j] ? std::min(per_owner, counts[j] - begin) : 0; };
+    std::byte* mine = channel.slot(me);
+
+    channel.acquire_slot();
+    for (int d = 1; d < n; ++d) {
+      const int j = (me + d) % n;
+      std::memcpy(mine + j * per_owner * es, send + (offsets[j] + begin) * es, piece_len(j) * es);
+    }
+    channel.post();
+
+    if (const std::size_t len = piece_len(me); len > 0) {
+      for (int j = 0; j < n; ++j) {
+        if (j == me) {
+          srcs[j] = send + (offsets[me] + begin) * es;
+        } else {
+          channel.wait_posted(j);
+          srcs[j] = channel.slot(j) + me * per_owner * es;
+        }
+      }
+      reduce_many(recv + begin * es, srcs.data(), n, len, dtype, op);
+    }
+    channel.finish_step();
+  }
+}
+
+}  // namespace kolo::comm::shm

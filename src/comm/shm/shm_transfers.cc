@@ -1,0 +1,193 @@
+// The byte-moving collectives over the slot machinery, and the helpers every
+// algorithm shares.
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "comm/shm/shm_collectives.h"
+#include "kolo/error.h"
+
+namespace kolo::comm::shm {
+namespace {
+
+void copy_bytes(void* dst, const void* src, std::size_t bytes) {
+  if (bytes > 0 && dst != src) std::memcpy(dst, src, bytes);
+}
+
+// Step one: every rank learns every rank's send and receive sizes. Returns the
+// n x n matrix of bytes sent (row = sender), after checking that every
+// receiver expects exactly what is sent to it; a mismatch throws on every rank.
+std::vector<std::size_t> exchange_alltoall_sizes(ShmChannel& channel, std::span<const std::size_t> send_bytes,
+                                                 std::span<const std::size_t> recv_bytes) {
+  const int n = channel.size(), me = channel.rank();
+  const std::size_t row = static_cast<std::size_t>(n) * sizeof(std::uint64_t);
+  channel.acquire_slot();
+  std::byte* mine = channel.slot(me);
+  for (int j = 0; j < n; ++j) {
+    std::uint64_t sent = send_bytes[j], expected = recv_bytes[j];
+    std::memcpy(mine + j * sizeof sent, &sent, sizeof sent);
+    std::memcpy(mine + row + j * sizeof expected, &expected, sizeof expected);
+  }
+  channel.post();
+  std::vector<std::size_t> sent(static_cast<std::size_t>(n) * n), expected(sent.size());
+  for (int i = 0; i < n; ++i) {
+    if (i != me) channel.wait_posted(i);
+    const std::byte* theirs = channel.slot(i);
+    for (int j = 0; j < n; ++j) {
+      std::uint64_t a, b;
+      std::memcpy(&a, theirs + j * sizeof a, sizeof a);
+      std::memcpy(&b, theirs + row + j * sizeof b, sizeof b);
+      sent[i * n + j] = a;
+      expected[i * n + j] = b;
+    }
+  }
+  channel.finish_step();
+  for (int i = 0; i < n; ++i) {
+    for (int j = 0; j < n; ++j) {
+      if (sent[i * n + j] != expected[j * n + i]) {
+        throw InvalidArgumentError("alltoallv: rank " + std::to_string(i) + " sends " +
+                                   std::to_string(sent[i * n + j]) + " bytes to rank " + std::to_string(j) +
+                                   ", which expects " + std::to_string(expected[j * n + i]));
+      }
+    }
+  }
+  return sent;
+}
+
+}  // namespace
+
+Piece piece_of(std::size_t len, int parts, int index, std::size_t align) {
+  std::size_t per = ceil_div(ceil_div(len, static_cast<std::size_t>(parts)), align) * align;
+  Piece p;
+  p.begin = std::min(len, per * static_cast<std::size_t>(index));
+  p.end = std::min(len, p.begin + per);
+  return p;
+}
+
+bool overlaps(const void* a, std::size_t a_bytes, const void* b, std::size_t b_bytes) {
+  auto x = reinterpret_cast<std::uintptr_t>(a), y = reinterpret_cast<std::uintptr_t>(b);
+  return a_bytes > 0 && b_bytes > 0 && x < y + b_bytes && y < x + a_bytes;
+}
+
+std::vector<std::size_t> prefix_offsets(std::span<const std::size_t> sizes) {
+  std::vector<std::size_t> offsets(sizes.size() + 1, 0);
+  for (std::size_t i = 0; i < sizes.size(); ++i) offsets[i + 1] = offsets[i] + sizes[i];
+  return offsets;
+}
+
+std::size_t max_of(std::span<const std::size_t> sizes) {
+  std::size_t m = 0;
+  for (auto s : sizes) m = std::max(m, s);
+  return m;
+}
+
+void gather(ShmChannel& channel, const std::byte* send, std::byte* recv, std::span<const std::size_t> sizes, int root) {
+  const int n = channel.size(), me = channel.rank();
+  const std::vector<std::size_t> offsets = prefix_offsets(sizes);
+  const bool receives = root < 0 || root == me;
+  std::vector<std::byte> private_send;
+  if (receives) {
+    // In place means this rank's block of the output already holds its data.
+    if (overlaps(send, sizes[me], recv, offsets[n]) && send != recv + offsets[me]) {
+      private_send.assign(send, send + sizes[me]);
+      send = private_send.data();
+    }
+    copy_bytes(recv + offsets[me], send, sizes[me]);
+  }
+  const std::size_t slot = channel.slot_bytes();
+  const std::size_t steps = ceil_div(max_of(sizes), slot);
+  for (std::size_t s = 0; s < steps; ++s) {
+    const std::size_t begin = s * slot;
+    auto piece_len = [&](int j) { return begin < sizes[j] ? std::min(slot, sizes[j] - begin) : 0; };
+    if (me != root && piece_len(me) > 0) {
+      channel.acquire_slot();
+      std::memcpy(channel.slot(me), send + begin, piece_len(me));
+      channel.post();
+    }
+    if (receives) {
+      for (int d = 1; d < n; ++d) {
+        const int j = (me + d) % n;
+        if (piece_len(j) == 0) continue;
+        channel.wait_posted(j);
+        std::memcpy(recv + offsets[j] + begin, channel.slot(j), piece_len(j));
+      }
+    }
+    channel.finish_step();
+  }
+}
+
+void broadcast(ShmChannel& channel, std::byte* buffer, std::size_t bytes, int root) {
+  const std::size_t slot = channel.slot_bytes();
+  const std::size_t steps = ceil_div(bytes, slot);
+  for (std::size_t s = 0; s < steps; ++s) {
+    const std::size_t begin = s * slot, len = std::min(slot, bytes - begin);
+    if (channel.rank() == root) {
+      channel.acquire_slot();
+      std::memcpy(channel.slot(root), buffer + begin, len);
+      channel.post();
+    } else {
+      channel.wait_posted(root);
+      std::memcpy(buffer + begin, channel.slot(root), len);
+    }
+    channel.finish_step();
+  }
+}
+
+void alltoallv(ShmChannel& channel, const std::byte* send, std::span<const std::size_t> send_bytes, std::byte* recv,
+               std::span<const std::size_t> recv_bytes) {
+  const int n = channel.size(), me = channel.rank();
+  const std::vector<std::size_t> sent = exchange_alltoall_sizes(channel, send_bytes, recv_bytes);
+  const std::vector<std::size_t> send_offsets = prefix_offsets(send_bytes);
+  const std::vector<std::size_t> recv_offsets = prefix_offsets(recv_bytes);
+  std::vector<std::byte> private_send;
+  if (overlaps(send, send_offsets[n], recv, recv_offsets[n])) {
+    private_send.assign(send, send + send_offsets[n]);
+    send = private_send.data();
+  }
+  copy_bytes(recv + recv_offsets[me], send + send_offsets[me], send_bytes[me]);
+
+  const std::size_t per_peer = channel.slot_bytes() / static_cast<std::size_t>(n) / kCacheLine * kCacheLine;
+  std::size_t largest = 0;
+  for (int i = 0; i < n; ++i) {
+    for (int j = 0; j < n; ++j) {
+      if (i != j) largest = std::max(largest, sent[i * n + j]);
+    }
+  }
+  const std::size_t steps = ceil_div(largest, per_peer);
+  for (std::size_t s = 0; s < steps; ++s) {
+    const std::size_t begin = s * per_peer;
+    auto piece_len = [&](int from, int to) {
+      std::size_t total = sent[from * n + to];
+      return begin < total ? std::min(per_peer, total - begin) : 0;
+    };
+    bool writes = false;
+    for (int j = 0; j < n; ++j) writes |= j != me && piece_len(me, j) > 0;
+    if (writes) {
+      channel.acquire_slot();
+      std::byte* mine = channel.slot(me);
+      for (int d = 1; d < n; ++d) {
+        const int j = (me + d) % n;
+        std::memcpy(mine + j * per_peer, send + send_offsets[j] + begin, piece_len(me, j));
+      }
+      channel.post();
+    }
+    for (int d = 1; d < n; ++d) {
+      const int i = (me + n - d) % n;
+      const std::size_t len = piece_len(i, me);
+      if (len == 0) continue;
+      channel.wait_posted(i);
+      std::memcpy(recv + recv_offsets[i] + begin, channel.slot(i) + me * per_peer, len);
+    }
+    channel.finish_step();
+  }
+}
+
+void barrier(ShmChannel& channel) {
+  channel.post();
+  for (int d = 1; d < channel.size(); ++d) channel.wait_posted((channel.rank() + d) % channel.size());
+  channel.finish_step();
+}
+
+}  // namespace kolo::comm::shm

@@ -1,0 +1,712 @@
+// kolorun across hosts, where the "hosts" are network namespaces on this machine
+// (tests/harness/netns.h) joined by a bridge: ranks started through
+// --launcher-command 'ip netns exec {host}' and through real ssh into a namespace,
+// their places and environment, the store reached from every namespace, failures
+// of a remote rank or host, and bad host lists. Every test checks that nothing is
+// left running in any namespace.
+//
+// Suites that need no namespaces (KolorunHostInput, KolorunRemoteExec, KolorunMpi)
+// run everywhere; the others skip when namespaces cannot be made (not root).
+#include <gtest/gtest.h>
+#include <pwd.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "harness/netns.h"
+
+#ifndef KOLORUN_PATH
+#error "tests/CMakeLists.txt defines KOLORUN_PATH as the kolorun binary"
+#endif
+
+namespace {
+
+namespace fs = std::filesystem;
+using kolo::testing::NetnsHosts;
+using kolo::testing::NetnsOptions;
+using kolo::testing::Subprocess;
+using kolo::testing::lines_of;
+using kolo::testing::process_alive;
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+using Fields = std::map<std::string, std::string>;
+
+
+// "[3]<stdout>:rank=3 size=4 ..." lines -> rank -> {key: value}.
+std::map<int, Fields> rank_reports(const std::string& out) {
+  static const std::regex line_pattern(R"(\[(\d+)\]<stdout>:(.*))");
+  std::map<int, Fields> reports;
+  for (const auto& line : lines_of(out)) {
+    std::smatch match;
+    if (!std::regex_match(line, match, line_pattern)) continue;
+    std::istringstream words(match[2].str());
+    for (std::string word; words >> word;) {
+      auto eq = word.find('=');
+      if (eq != std::string::npos) reports[std::stoi(match[1].str())][word.substr(0, eq)] = word.substr(eq + 1);
+    }
+  }
+  return reports;
+}
+
+// A rank that reports where it is and whether it can open a TCP connection to
+// the job's store from there.
+const char kReportScript[] =
+    "if (exec 3<>/dev/tcp/${KOLO_STORE_ADDR%:*}/${KOLO_STORE_ADDR##*:}) 2>/dev/null; then reach=ok; else reach=no; fi; "
+    "echo rank=$KOLO_RANK size=$KOLO_SIZE local=$KOLO_LOCAL_RANK/$KOLO_LOCAL_SIZE "
+    "cross=$KOLO_CROSS_RANK/$KOLO_CROSS_SIZE host=$KOLO_HOSTNAME ns=$(ip netns identify) iface=$KOLO_IFACE "
+    "store=$KOLO_STORE_ADDR secret_length=${#KOLO_SECRET} job=$KOLO_JOB_ID cwd=$(pwd) reach=$reach";
+
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+std::vector<pid_t> read_pids(const fs::path& dir, const std::string& prefix) {
+  std::vector<pid_t> pids;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    if (entry.path().filename().string().rfind(prefix, 0) != 0) continue;
+    std::istringstream words(read_file(entry.path()));
+    for (pid_t pid; words >> pid;) pids.push_back(pid);
+  }
+  return pids;
+}
+
+bool wait_for(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  while (!condition()) {
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(20ms);
+  }
+  return true;
+}
+
+// A temporary directory on the filesystem every namespace shares.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (fs::temp_directory_path() / "kolorun_multihost.XXXXXX").string();
+    if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+  std::string write(const std::string& name, const std::string& content, fs::perms perms = fs::perms::owner_all) const {
+    std::ofstream(file(name)) << content;
+    fs::permissions(file(name), perms);
+    return file(name);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+std::vector<std::string> concat(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// ---------------------------------------------------------------------------
+// Hosts made of network namespaces; kolorun runs in host 0.
+
+class KolorunMultihostTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (auto why = NetnsHosts::unavailable()) GTEST_SKIP() << "no network namespaces here: " << *why;
+  }
+
+  // After every test, passed or failed: nothing may be left in any namespace.
+  void TearDown() override {
+    if (hosts_) expect_hosts_empty(still_allowed_, settle_time_);
+  }
+
+  void make_hosts(int count, const std::string& qdisc = "") {
+    hosts_ = std::make_unique<NetnsHosts>(NetnsOptions{count, qdisc});
+  }
+
+  // "-H h0:2,h1:2" with the namespace names as host names.
+  std::string host_list(const std::vector<int>& slots) const {
+    std::string list;
+    for (std::size_t i = 0; i < slots.size(); ++i)
+      list += (i ? "," : "") + hosts_->name(static_cast<int>(i)) + ":" + std::to_string(slots[i]);
+    return list;
+  }
+
+  std::vector<std::string> kolorun_in_host0(const std::vector<std::string>& args) const {
+    return concat(concat(hosts_->exec_prefix(0), {KOLORUN_PATH}), args);
+  }
+
+  // kolorun in host 0, reaching the hosts through 'ip netns exec {host}'.
+  Subprocess::Result run_netns_job(const std::vector<std::string>& args, std::chrono::milliseconds timeout = 20s) {
+    return kolo::testing::run_command(
+        kolorun_in_host0(concat({"--launcher-command", "ip netns exec {host}"}, args)), timeout);
+  }
+
+  // Nothing but `allowed` may be left running in any namespace.
+  void expect_hosts_empty(const std::set<pid_t>& allowed = {}, std::chrono::milliseconds timeout = 3s) {
+    for (int h = 0; h < hosts_->size(); ++h) {
+      std::vector<pid_t> left;
+      bool empty = wait_for(
+          [&] {
+            left.clear();
+            for (pid_t pid : hosts_->pids(h))
+              if (!allowed.count(pid)) left.push_back(pid);
+            return left.empty();
+          },
+          timeout);
+      std::string listing;
+      for (pid_t pid : left) listing += " " + std::to_string(pid) + ":" + read_file("/proc/" + std::to_string(pid) + "/comm");
+      EXPECT_TRUE(empty) << "left running in " << hosts_->name(h) << ":" << listing;
+    }
+  }
+
+  void expect_report(const Fields& report, int rank, int size, const std::string& local, const std::string& cross,
+                     int host) const {
+    EXPECT_EQ(report.at("rank"), std::to_string(rank));
+    EXPECT_EQ(report.at("size"), std::to_string(size));
+    EXPECT_EQ(report.at("local"), local) << "rank " << rank;
+    EXPECT_EQ(report.at("cross"), cross) << "rank " << rank;
+    EXPECT_EQ(report.at("host"), hosts_->name(host)) << "rank " << rank;
+    EXPECT_EQ(report.at("ns"), hosts_->name(host)) << "rank " << rank << " runs in the wrong namespace";
+    EXPECT_EQ(report.at("reach"), "ok") << "rank " << rank << " cannot reach the store at " << report.at("store");
+    EXPECT_EQ(report.at("secret_length"), "64");
+    EXPECT_EQ(report.at("cwd"), fs::current_path().string());
+  }
+
+  std::unique_ptr<NetnsHosts> hosts_;
+  TempDir dir_;
+  // Processes a test's own fixture keeps running (sshd), and how long what the job
+  // left may take to go.
+  std::set<pid_t> still_allowed_;
+  std::chrono::milliseconds settle_time_ = 3s;
+};
+
+TEST_F(KolorunMultihostTest, TwoHostsTwoRanksEachGetTheirPlacesAndReachTheStore) {
+  make_hosts(2);
+  auto result = run_netns_job({"-H", host_list({2, 2}), "--network-interface", NetnsHosts::kInterface, "bash", "-c",
+                               kReportScript});
+  ASSERT_EQ(result.exit_code, 0) << result.err << result.out;
+  auto reports = rank_reports(result.out);
+  ASSERT_EQ(reports.size(), 4u) << result.out;
+  expect_report(reports[0], 0, 4, "0/2", "0/2", 0);
+  expect_report(reports[1], 1, 4, "1/2", "0/2", 0);
+  expect_report(reports[2], 2, 4, "0/2", "1/2", 1);
+  expect_report(reports[3], 3, 4, "1/2", "1/2", 1);
+  std::set<std::string> stores, jobs;
+  for (auto& [rank, report] : reports) {
+    stores.insert(report["store"]);
+    jobs.insert(report["job"]);
+    EXPECT_EQ(report["iface"], NetnsHosts::kInterface);
+  }
+  ASSERT_EQ(stores.size(), 1u);
+  EXPECT_EQ(stores.begin()->rfind(hosts_->address(0) + ":", 0), 0u) << "the store listens on host 0's kolo0";
+  EXPECT_EQ(jobs.size(), 1u);
+  EXPECT_LT(result.elapsed, 10s);
+}
+
+TEST_F(KolorunMultihostTest, ThreeHostsOneRankEachOverShapedLinks) {
+  // netem where the kernel has it; a rate limit (tbf) where it does not.
+  const std::string netem = "netem delay 2ms rate 1gbit", tbf = "tbf rate 1gbit burst 64kb latency 50ms";
+  const std::string qdisc = NetnsHosts::qdisc_available(netem) ? netem : tbf;
+  RecordProperty("qdisc", qdisc);
+  make_hosts(3, qdisc);
+  auto result = run_netns_job({"-H", host_list({1, 1, 1}), "--network-interface", NetnsHosts::kInterface, "bash", "-c",
+                               kReportScript});
+  ASSERT_EQ(result.exit_code, 0) << result.err << result.out;
+  auto reports = rank_reports(result.out);
+  ASSERT_EQ(reports.size(), 3u) << result.out;
+  for (int r = 0; r < 3; ++r) expect_report(reports[r], r, 3, "0/1", std::to_string(r) + "/3", r);
+}
+
+TEST_F(KolorunMultihostTest, HostfileWithFewerRanksThanSlotsFillsHostsInOrder) {
+  make_hosts(3);
+  std::string hostfile = dir_.write("hosts",
+                                    "# three hosts, two slots each\n" + hosts_->name(0) + " slots=2\n\n   " +
+                                        hosts_->name(1) + "   slots=2   # comment\n" + hosts_->name(2) + " slots=2\n",
+                                    fs::perms::owner_read | fs::perms::owner_write);
+  auto result = run_netns_job({"-np", "3", "--hostfile", hostfile, "--network-interface", NetnsHosts::kInterface,
+                               "bash", "-c", kReportScript});
+  ASSERT_EQ(result.exit_code, 0) << result.err << result.out;
+  auto reports = rank_reports(result.out);
+  ASSERT_EQ(reports.size(), 3u) << result.out;
+  // Host 2 gets no rank; local rank 1 exists only on host 0 (Horovod's cross ranks).
+  expect_report(reports[0], 0, 3, "0/2", "0/2", 0);
+  expect_report(reports[1], 1, 3, "1/2", "0/1", 0);
+  expect_report(reports[2], 2, 3, "0/1", "1/2", 1);
+}
+
+TEST_F(KolorunMultihostTest, WithoutNetworkInterfaceTheStoreUsesAnAddressTheHostsReach) {
+  make_hosts(2);
+  // The namespace names do not resolve: kolorun falls back to the first interface
+  // that is up, which in host 0 is kolo0.
+  auto result = run_netns_job({"--verbose", "-H", host_list({1, 1}), "bash", "-c", kReportScript});
+  ASSERT_EQ(result.exit_code, 0) << result.err << result.out;
+  auto reports = rank_reports(result.out);
+  ASSERT_EQ(reports.size(), 2u) << result.out;
+  EXPECT_EQ(reports[1]["store"].rfind(hosts_->address(0) + ":", 0), 0u) << reports[1]["store"];
+  EXPECT_EQ(reports[1]["reach"], "ok");
+  EXPECT_EQ(reports[1]["iface"], "");
+  EXPECT_NE(result.err.find("the address of kolo0"), std::string::npos) << result.err;
+}
+
+TEST_F(KolorunMultihostTest, RemoteRankFailureEndsTheJobAndNamesRankAndHost) {
+  make_hosts(3);
+  // Every other rank sleeps with a child in the background: all must go.
+  std::string script = "if [ $KOLO_RANK = 4 ]; then sleep 0.5; exit 3; fi; sleep 100 & echo $$ $! > " +
+                       dir_.file("pids.") + "$KOLO_RANK; wait";
+  auto result = run_netns_job({"-H", host_list({2, 2, 2}), "--network-interface", NetnsHosts::kInterface, "sh", "-c",
+                               script});
+  EXPECT_EQ(result.exit_code, 3) << result.err;
+  EXPECT_NE(result.err.find("kolorun: rank 4 on host " + hosts_->name(2) + ": exited with code 3"), std::string::npos)
+      << result.err;
+  EXPECT_LT(result.elapsed, 8s);
+  EXPECT_EQ(read_pids(dir_.path(), "pids.").size(), 10u) << "five ranks, each with a child";
+  for (pid_t pid : read_pids(dir_.path(), "pids.")) EXPECT_FALSE(process_alive(pid)) << pid << " survived";
+}
+
+TEST_F(KolorunMultihostTest, LauncherCommandThatCannotReachTheHostFailsTheJob) {
+  make_hosts(2);
+  const std::string missing = hosts_->name(1) + "-missing";
+  auto result = run_netns_job({"-H", hosts_->name(1) + ":1," + missing + ":1", "--network-interface",
+                               NetnsHosts::kInterface, "sleep", "100"});
+  EXPECT_TRUE(result.exited);
+  EXPECT_NE(result.exit_code, 0);
+  EXPECT_NE(result.err.find("kolorun: rank 1 on host " + missing + ": exited with code"), std::string::npos)
+      << result.err;
+  EXPECT_LT(result.elapsed, 8s);
+}
+
+TEST_F(KolorunMultihostTest, KillingKolorunLeavesNothingOnAnyHost) {
+  make_hosts(2);
+  std::string script = "sleep 100 & echo $$ $! > " + dir_.file("pids.") + "$KOLO_RANK; wait";
+  Subprocess kolorun(kolorun_in_host0({"--launcher-command", "ip netns exec {host}", "-H", host_list({1, 2}),
+                                       "--network-interface", NetnsHosts::kInterface, "sh", "-c", script}));
+  ASSERT_TRUE(wait_for([&] { return read_pids(dir_.path(), "pids.").size() == 6; }, 10s));
+  ::kill(kolorun.pid(), SIGKILL);
+  kolorun.wait(5s);
+  // The remote ends see their stdin end and kill their rank's whole group,
+  // children included.
+  for (pid_t pid : read_pids(dir_.path(), "pids."))
+    EXPECT_TRUE(wait_for([&] { return !process_alive(pid); }, 3s)) << pid << " survived";
+}
+
+TEST_F(KolorunMultihostTest, SignalsReachRemoteRanks) {
+  make_hosts(2);
+  std::string script = "trap 'echo got=TERM; exit 7' TERM; echo $$ > " + dir_.file("pids.") +
+                       "$KOLO_RANK; sleep 100 & wait";
+  Subprocess kolorun(kolorun_in_host0({"--launcher-command", "ip netns exec {host}", "-H", host_list({1, 1}),
+                                       "--network-interface", NetnsHosts::kInterface, "sh", "-c", script}));
+  ASSERT_TRUE(wait_for([&] { return read_pids(dir_.path(), "pids.").size() == 2; }, 10s));
+  ::kill(kolorun.pid(), SIGTERM);
+  auto result = kolorun.wait(10s);
+  EXPECT_EQ(result.exit_code, 128 + SIGTERM) << result.err;
+  auto reports = rank_reports(result.out);
+  EXPECT_EQ(reports[0]["got"], "TERM") << result.out;
+  EXPECT_EQ(reports[1]["got"], "TERM") << "the remote rank heard SIGTERM through its control channel\n" << result.out;
+}
+
+TEST_F(KolorunMultihostTest, SecretIsNeverOnACommandLine) {
+  make_hosts(2);
+  std::string script = "echo $KOLO_SECRET > " + dir_.file("secret.") + "$KOLO_RANK; sleep 2";
+  Subprocess kolorun(kolorun_in_host0({"--launcher-command", "ip netns exec {host}", "-H", host_list({1, 1}),
+                                       "--network-interface", NetnsHosts::kInterface, "sh", "-c", script}));
+  std::string secret;
+  ASSERT_TRUE(wait_for(
+      [&] {
+        secret = read_file(dir_.file("secret.1"));
+        return secret.size() > 1 && secret.back() == '\n';
+      },
+      10s));
+  secret.pop_back();
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    std::string cmdline = read_file(entry.path() / "cmdline");
+    EXPECT_EQ(cmdline.find(secret), std::string::npos) << "the secret is on the command line of " << entry.path();
+  }
+  EXPECT_EQ(kolorun.wait(10s).exit_code, 0);
+}
+
+// ---------------------------------------------------------------------------
+// Real ssh into a namespace: sshd runs in host 1 on a test port with a fresh host
+// key and an authorized key made for the test; kolorun in host 0 reaches it by
+// address. Nothing in ~/.ssh is read or written (UserKnownHostsFile, -i).
+
+class SshServer {
+ public:
+  static constexpr int kPort = 2222;
+
+  static std::optional<std::string> unavailable() {
+    for (const char* tool : {"/usr/sbin/sshd", "/usr/bin/ssh", "/usr/bin/ssh-keygen"})
+      if (::access(tool, X_OK) != 0) return std::string(tool) + " is not installed (Debian: openssh-server)";
+    return std::nullopt;
+  }
+
+  SshServer(const NetnsHosts& hosts, int host, const TempDir& dir) : address_(hosts.address(host)), dir_(dir) {
+    for (const char* key : {"host_key", "client_key"}) {
+      auto made = kolo::testing::run_command({"ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", dir.file(key)});
+      if (made.exit_code != 0) throw std::runtime_error("ssh-keygen failed: " + made.err);
+    }
+    fs::copy_file(dir.file("client_key.pub"), dir.file("authorized_keys"));
+    // sshd refuses to start without its privilege separation directory.
+    fs::create_directories("/run/sshd");
+    std::string config = dir.write("sshd_config",
+                                   "Port " + std::to_string(kPort) + "\nListenAddress " + address_ +
+                                       "\nHostKey " + dir.file("host_key") + "\nAuthorizedKeysFile " +
+                                       dir.file("authorized_keys") +
+                                       "\nPermitRootLogin prohibit-password\nPasswordAuthentication no\n"
+                                       "KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\nPidFile none\n"
+                                       // A client that vanished is noticed within seconds.
+                                       "ClientAliveInterval 1\nClientAliveCountMax 2\n"
+                                       "MaxStartups 100\nMaxSessions 100\nLogLevel ERROR\n",
+                                   fs::perms::owner_read | fs::perms::owner_write);
+    server_ = std::make_unique<Subprocess>(concat(hosts.exec_prefix(host), sshd_command(config, dir)));
+    bool listening = wait_for(
+        [&] {
+          return kolo::testing::run_command(
+                     concat(hosts.exec_prefix(host), {"bash", "-c", "exec 3<>/dev/tcp/" + address_ + "/" +
+                                                                        std::to_string(kPort)}),
+                     5s)
+                     .exit_code == 0;
+        },
+        5s);
+    if (!listening) throw std::runtime_error("sshd did not start listening: " + server_->wait(1s).err);
+  }
+
+  pid_t pid() const { return server_->pid(); }
+
+  // sshd runs every command through the login shell, and bash run by sshd reads
+  // ~/.bashrc: on a machine where that takes seconds (pyenv init, ...) every rank
+  // would wait for it. The shell's startup files are not under test, so sshd gets
+  // an empty one, bind-mounted inside the private mount namespace that
+  // 'ip netns exec' gives it (the real file is untouched and unseen elsewhere).
+  static std::vector<std::string> sshd_command(const std::string& config, const TempDir& dir) {
+    const passwd* user = ::getpwuid(::getuid());
+    const std::string bashrc = user != nullptr ? std::string(user->pw_dir) + "/.bashrc" : "";
+    if (bashrc.empty() || !fs::exists(bashrc)) return {"/usr/sbin/sshd", "-D", "-e", "-f", config};
+    return {"sh", "-c", "mount --bind \"$0\" \"$1\" && exec /usr/sbin/sshd -D -e -f \"$2\"",
+            dir.write("empty_bashrc", ""), bashrc, config};
+  }
+
+  // kolorun's flags for reaching this server.
+  std::vector<std::string> kolorun_flags() const {
+    return {"-p", std::to_string(kPort), "-i", dir_.file("client_key"), "--ssh-option",
+            "UserKnownHostsFile=" + dir_.file("known_hosts")};
+  }
+
+ private:
+  std::string address_;
+  const TempDir& dir_;
+  std::unique_ptr<Subprocess> server_;
+};
+
+class KolorunSshTest : public KolorunMultihostTest {
+ protected:
+  void SetUp() override {
+    KolorunMultihostTest::SetUp();
+    if (IsSkipped()) return;
+    if (auto why = SshServer::unavailable()) GTEST_SKIP() << *why;
+    make_hosts(2);
+    ssh_ = std::make_unique<SshServer>(*hosts_, 1, dir_);
+    still_allowed_ = {ssh_->pid()};
+    // sshd notices a vanished client after ClientAliveInterval * ClientAliveCountMax.
+    settle_time_ = 6s;
+  }
+
+  // kolorun in host 0 with one local rank and `remote_slots` ranks on host 1 over ssh.
+  std::vector<std::string> ssh_job(const std::vector<std::string>& args, int remote_slots = 1) const {
+    return kolorun_in_host0(concat(concat(ssh_->kolorun_flags(),
+                                          {"-H", "localhost:1," + hosts_->address(1) + ":" + std::to_string(remote_slots)}),
+                                   args));
+  }
+
+  std::unique_ptr<SshServer> ssh_;
+};
+
+TEST_F(KolorunSshTest, RanksStartOverSshAndReachTheStore) {
+  auto result = kolo::testing::run_command(ssh_job({"bash", "-c", kReportScript}, 2), 20s);
+  ASSERT_EQ(result.exit_code, 0) << result.err << result.out;
+  auto reports = rank_reports(result.out);
+  ASSERT_EQ(reports.size(), 3u) << result.out;
+  EXPECT_EQ(reports[0]["ns"], hosts_->name(0));
+  for (int r : {1, 2}) {
+    EXPECT_EQ(reports[r]["ns"], hosts_->name(1)) << "rank " << r << " did not run behind sshd";
+    EXPECT_EQ(reports[r]["host"], hosts_->address(1));
+    EXPECT_EQ(reports[r]["local"], std::to_string(r - 1) + "/2");
+    EXPECT_EQ(reports[r]["reach"], "ok");
+    EXPECT_EQ(reports[r]["secret_length"], "64");
+    EXPECT_EQ(reports[r]["cwd"], fs::current_path().string());
+  }
+  // No --network-interface: the store is on host 0's address toward host 1.
+  EXPECT_EQ(reports[2]["store"].rfind(hosts_->address(0) + ":", 0), 0u) << reports[2]["store"];
+  EXPECT_EQ(reports[0]["cross"], "0/2");
+  EXPECT_EQ(reports[1]["cross"], "1/2");
+}
+
+TEST_F(KolorunSshTest, RemoteRankFailureOverSshEndsTheJob) {
+  std::string script = "if [ $KOLO_RANK = 1 ]; then sleep 0.3; exit 3; fi; sleep 100 & echo $$ $! > " +
+                       dir_.file("pids.") + "$KOLO_RANK; wait";
+  auto result = kolo::testing::run_command(ssh_job({"sh", "-c", script}), 20s);
+  EXPECT_EQ(result.exit_code, 3) << result.err;
+  EXPECT_NE(result.err.find("kolorun: rank 1 on host " + hosts_->address(1) + ": exited with code 3"),
+            std::string::npos)
+      << result.err;
+  for (pid_t pid : read_pids(dir_.path(), "pids.")) EXPECT_FALSE(process_alive(pid)) << pid << " survived";
+}
+
+TEST_F(KolorunSshTest, ProgramMissingOnTheRemoteHostIsNamed) {
+  // Only remote ranks: the program is looked for on the remote host, not here.
+  auto result = kolo::testing::run_command(
+      kolorun_in_host0(concat(ssh_->kolorun_flags(), {"-H", hosts_->address(1) + ":1", "kolo-no-such-program"})), 20s);
+  EXPECT_EQ(result.exit_code, 127) << result.err;
+  EXPECT_NE(result.err.find("[0]<stderr>:kolorun: rank 0 on host " + hosts_->address(1) +
+                            ": cannot run 'kolo-no-such-program': command not found in PATH"),
+            std::string::npos)
+      << result.err;
+  EXPECT_NE(result.err.find("kolorun: rank 0 on host " + hosts_->address(1) + ": exited with code 127"),
+            std::string::npos)
+      << result.err;
+}
+
+TEST_F(KolorunSshTest, UnreachableHostFailsTheJobNamingIt) {
+  const std::string nobody = hosts_->unused_address();
+  auto result = kolo::testing::run_command(
+      kolorun_in_host0(concat(ssh_->kolorun_flags(),
+                              {"--host-timeout", "2", "-H", "localhost:1," + nobody + ":1", "sleep", "100"})),
+      20s);
+  EXPECT_EQ(result.exit_code, 255) << result.err;
+  EXPECT_NE(result.err.find("kolorun: rank 1 on host " + nobody + ": exited with code 255 (ssh's status for a failed "
+                            "or lost connection: is " + nobody + " reachable?)"),
+            std::string::npos)
+      << result.err;
+  EXPECT_LT(result.elapsed, 10s);
+}
+
+TEST_F(KolorunSshTest, HostThatBecomesUnreachableEndsTheJobAndItsRankDies) {
+  std::string script = "sleep 100 & echo $$ $! > " + dir_.file("pids.") + "$KOLO_RANK; wait";
+  Subprocess kolorun(ssh_job({"--host-timeout", "2", "sh", "-c", script}));
+  ASSERT_TRUE(wait_for([&] { return read_pids(dir_.path(), "pids.").size() == 4; }, 10s));
+  hosts_->set_link(1, false);
+  auto result = kolorun.wait(15s);
+  EXPECT_FALSE(result.timed_out);
+  EXPECT_NE(result.exit_code, 0);
+  EXPECT_NE(result.err.find("kolorun: rank 1 on host " + hosts_->address(1) + ": exited with code 255"),
+            std::string::npos)
+      << result.err;
+  // On host 1, the remote end hears no heartbeat and kills the rank's group.
+  for (pid_t pid : read_pids(dir_.path(), "pids."))
+    EXPECT_TRUE(wait_for([&] { return !process_alive(pid); }, 5s)) << pid << " survived";
+}
+
+// ---------------------------------------------------------------------------
+// Bad host lists and hostfiles: one "kolorun: " line, exit status 2, nothing
+// started and nothing contacted.
+
+struct BadHosts {
+  std::vector<std::string> args;
+  std::string message;
+  std::string hostfile = "";  // written to a file whose path replaces "HOSTFILE" in args
+};
+
+class KolorunHostInput : public ::testing::TestWithParam<BadHosts> {};
+
+TEST_P(KolorunHostInput, IsRefusedWithOneLine) {
+  TempDir dir;
+  std::vector<std::string> argv = {KOLORUN_PATH};
+  for (auto arg : GetParam().args) {
+    if (arg == "HOSTFILE") arg = dir.write("hostfile", GetParam().hostfile);
+    argv.push_back(arg);
+  }
+  auto result = kolo::testing::run_command(argv, 10s);
+  EXPECT_TRUE(result.exited);
+  EXPECT_EQ(result.exit_code, 2) << result.err;
+  auto lines = lines_of(result.err);
+  ASSERT_EQ(lines.size(), 1u) << result.err;
+  EXPECT_EQ(lines[0].rfind("kolorun: ", 0), 0u) << lines[0];
+  EXPECT_NE(lines[0].find(GetParam().message), std::string::npos) << lines[0];
+  EXPECT_EQ(result.out, "");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, KolorunHostInput,
+    ::testing::Values(
+        BadHosts{{"-H", "a:", "true"}, "-H entry 'a:' needs a positive slot count, got ''"},
+        BadHosts{{"-H", "a:0", "true"}, "got '0'"},
+        BadHosts{{"-H", "a:x", "true"}, "got 'x'"},
+        BadHosts{{"-H", "a:-1", "true"}, "got '-1'"},
+        BadHosts{{"-H", "a:99999999999", "true"}, "too large"},
+        BadHosts{{"-H", ":2", "true"}, "-H entry ':2' has no host name"},
+        BadHosts{{"-H", "a:1,,b:1", "true"}, "empty entry"},
+        BadHosts{{"-H", "-oProxyCommand=x:1", "true"}, "must not start with '-'"},
+        BadHosts{{"-H", "a b:1", "true"}, "cannot be in a host name"},
+        BadHosts{{"-H", "a:1", "-H", "b:1", "true"}, "-H is given more than once"},
+        BadHosts{{"-H", "a:1", "--hosts", "b:1", "true"}, "--hosts is given more than once"},
+        BadHosts{{"-H", "a:1", "--hostfile", "HOSTFILE", "true"}, "not both", "a slots=1\n"},
+        BadHosts{{"--hostfile", "HOSTFILE", "--hostfile", "HOSTFILE", "true"}, "given more than once", "a\n"},
+        BadHosts{{"--hostfile", "/nonexistent/hostfile", "true"},
+                 "cannot read hostfile '/nonexistent/hostfile': No such file or directory"},
+        BadHosts{{"--hostfile", "HOSTFILE", "true"}, "names no host", ""},
+        BadHosts{{"--hostfile", "HOSTFILE", "true"}, "names no host", "# only a comment\n\n   \n"},
+        BadHosts{{"--hostfile", "HOSTFILE", "true"}, "line 2 needs a positive slot count, got '-1'",
+                 "a slots=1\nb slots=-1\n"},
+        BadHosts{{"--hostfile", "HOSTFILE", "true"}, "line 1 needs a positive slot count, got 'x'", "a slots=x\n"},
+        BadHosts{{"--hostfile", "HOSTFILE", "true"}, "line 1: expected 'slots=N' after the host name, got 'b'",
+                 "a b\n"},
+        BadHosts{{"--hostfile", "HOSTFILE", "true"}, "line 1 gives slots= twice", "a slots=1 slots=2\n"},
+        BadHosts{{"-np", "5", "-H", "a:2,b:2", "true"}, "-np 5 is more than the 4 slots"},
+        BadHosts{{"-H", "a:1", "--launcher-command", "", "true"}, "--launcher-command needs a command"},
+        BadHosts{{"-H", "a:1", "--launcher-command", "env", "-p", "22", "true"}, "replaces ssh"},
+        BadHosts{{"-H", "a:1", "--mpi", "--launcher-command", "env", "true"}, "cannot be used with --mpi"},
+        BadHosts{{"-H", "a:1", "-p", "70000", "true"}, "not a TCP port"},
+        BadHosts{{"-H", "a:1", "--mpi-args", "-v", "true"}, "--mpi-args needs --mpi"},
+        BadHosts{{"-H", "a:1", "--host-timeout", "0", "true"}, "--host-timeout needs a positive number"},
+        BadHosts{{"-H", "a:1", "--network-interface", "kolo-no-such-if", "true"},
+                 "--network-interface 'kolo-no-such-if': no such interface"}));
+
+// ---------------------------------------------------------------------------
+// The remote end (`kolorun --remote-exec`) through a launcher command that runs it
+// on this same host ("env"): no namespaces needed.
+
+class KolorunRemoteExec : public ::testing::Test {
+ protected:
+  // Two "hosts" named a and b, both reached through `env` (so both remote).
+  std::vector<std::string> job(const std::vector<std::string>& args) const {
+    return concat({KOLORUN_PATH, "-H", "a:1,b:1", "--network-interface", "lo", "--launcher-command", "env"}, args);
+  }
+  TempDir dir_;
+};
+
+TEST_F(KolorunRemoteExec, RemoteRanksGetTheirEnvironmentAndWorkingDirectory) {
+  auto result = kolo::testing::run_command(
+      job({"sh", "-c", "echo rank=$KOLO_RANK host=$KOLO_HOSTNAME iface=$KOLO_IFACE cwd=$(pwd)"}),
+      10s);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  auto reports = rank_reports(result.out);
+  ASSERT_EQ(reports.size(), 2u) << result.out;
+  EXPECT_EQ(reports[0]["host"], "a");
+  EXPECT_EQ(reports[1]["host"], "b");
+  EXPECT_EQ(reports[1]["iface"], "lo");
+  EXPECT_EQ(reports[1]["cwd"], fs::current_path().string());
+}
+
+TEST_F(KolorunRemoteExec, SilenceFromKolorunKillsTheRemoteRankGroup) {
+  std::string script = "sleep 100 & echo $$ $! > " + dir_.file("pids.") + "$KOLO_RANK; wait";
+  Subprocess kolorun(job({"--host-timeout", "1", "sh", "-c", script}));
+  ASSERT_TRUE(wait_for([&] { return read_pids(dir_.path(), "pids.").size() == 4; }, 10s));
+  // A stopped kolorun sends no heartbeat, yet its pipes stay open.
+  ::kill(kolorun.pid(), SIGSTOP);
+  for (pid_t pid : read_pids(dir_.path(), "pids."))
+    EXPECT_TRUE(wait_for([&] { return !process_alive(pid); }, 5s)) << pid << " survived";
+  ::kill(kolorun.pid(), SIGCONT);
+  auto result = kolorun.wait(10s);
+  EXPECT_EQ(result.exit_code, 128 + SIGKILL) << result.err;
+  EXPECT_NE(result.err.find("no word from kolorun for 1 s"), std::string::npos) << result.err;
+}
+
+TEST_F(KolorunRemoteExec, BlockedOutputDoesNotSilenceHeartbeats) {
+  // kolorun's stdout is a pipe nobody reads for 3 s (a pager, a stopped reader):
+  // kolorun blocks writing the ranks' output, yet the remote ends must keep
+  // hearing from it (host timeout 1 s).
+  std::string kolorun_command;
+  for (const auto& word : job({"--host-timeout", "1", "sh", "-c",
+                               "head -c 400000 /dev/zero | tr '\\0' x | fold -w 100; echo; sleep 2; echo done=$KOLO_RANK"}))
+    kolorun_command += "'" + word + "' ";
+  auto result = kolo::testing::run_command(
+      {"bash", "-c", "set -o pipefail; " + kolorun_command + "| (sleep 3; cat) | grep -c '<stdout>:done='"}, 20s);
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(result.out, "2\n") << result.err;
+  EXPECT_EQ(result.err.find("no word from kolorun"), std::string::npos) << result.err;
+}
+
+TEST_F(KolorunRemoteExec, SecondSignalKillsRemoteRanksThatIgnoreTheFirst) {
+  std::string script = "trap '' TERM; sleep 100 & echo $$ $! > " + dir_.file("pids.") + "$KOLO_RANK; wait; wait";
+  Subprocess kolorun(job({"sh", "-c", script}));
+  ASSERT_TRUE(wait_for([&] { return read_pids(dir_.path(), "pids.").size() == 4; }, 10s));
+  ::kill(kolorun.pid(), SIGTERM);
+  std::this_thread::sleep_for(200ms);
+  ::kill(kolorun.pid(), SIGTERM);
+  auto result = kolorun.wait(10s);
+  EXPECT_EQ(result.exit_code, 128 + SIGTERM) << result.err;
+  EXPECT_LT(result.elapsed, 5s);
+  for (pid_t pid : read_pids(dir_.path(), "pids."))
+    EXPECT_TRUE(wait_for([&] { return !process_alive(pid); }, 3s)) << pid << " survived";
+}
+
+TEST_F(KolorunRemoteExec, RefusesInputThatIsNotASpec) {
+  auto result = kolo::testing::run_command(
+      {"sh", "-c", std::string("printf 'GET / HTTP/1.0\\r\\n\\r\\n' | ") + KOLORUN_PATH + " --remote-exec"}, 10s);
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_NE(result.err.find("not a kolorun spec"), std::string::npos) << result.err;
+
+  result = kolo::testing::run_command({KOLORUN_PATH, "--remote-exec"}, 10s);  // stdin is /dev/null
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_NE(result.err.find("stdin ended before the job description"), std::string::npos) << result.err;
+}
+
+// ---------------------------------------------------------------------------
+// --mpi: Open MPI's mpirun starts the ranks; kolorun keeps the store.
+
+class KolorunMpi : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::access("/usr/bin/mpirun", X_OK) != 0) GTEST_SKIP() << "mpirun is not installed (Debian: openmpi-bin)";
+  }
+};
+
+TEST_F(KolorunMpi, RanksGetKoloEnvironmentFromMpirun) {
+  auto result = kolo::testing::run_command(
+      {KOLORUN_PATH, "--mpi", "-np", "2", "sh", "-c",
+       "echo mpi=$OMPI_COMM_WORLD_RANK kolo=$KOLO_RANK/$KOLO_SIZE local=$KOLO_LOCAL_RANK/$KOLO_LOCAL_SIZE "
+       "cross=$KOLO_CROSS_RANK/$KOLO_CROSS_SIZE secret_length=${#KOLO_SECRET} store=$KOLO_STORE_ADDR"},
+      60s);
+  ASSERT_EQ(result.exit_code, 0) << result.err << result.out;
+  std::set<std::string> lines;
+  for (const auto& line : lines_of(result.out)) lines.insert(std::regex_replace(line, std::regex(" store=127\\.0\\.0\\.1:[0-9]+$"), ""));
+  EXPECT_EQ(lines, (std::set<std::string>{
+                       "[1,0]<stdout>:mpi=0 kolo=0/2 local=0/2 cross=0/1 secret_length=64",
+                       "[1,1]<stdout>:mpi=1 kolo=1/2 local=1/2 cross=0/1 secret_length=64"}))
+      << result.out;
+}
+
+TEST_F(KolorunMpi, FailingRankFailsTheJob) {
+  auto result = kolo::testing::run_command(
+      {KOLORUN_PATH, "--mpi", "-np", "2", "sh", "-c", "if [ $KOLO_RANK = 1 ]; then exit 3; fi; sleep 30"}, 60s);
+  EXPECT_NE(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.err.find("kolorun: mpirun: exited with code"), std::string::npos) << result.err;
+  EXPECT_LT(result.elapsed, 20s);
+}
+
+TEST_F(KolorunMpi, SecretIsNeverOnACommandLine) {
+  TempDir dir;
+  Subprocess kolorun({KOLORUN_PATH, "--mpi", "-np", "2", "sh", "-c",
+                      "echo $KOLO_SECRET > " + dir.file("secret.") + "$KOLO_RANK; sleep 1"});
+  std::string secret;
+  ASSERT_TRUE(wait_for(
+      [&] {
+        secret = read_file(dir.file("secret.1"));
+        return secret.size() > 1 && secret.back() == '\n';
+      },
+      30s));
+  secret.pop_back();
+  EXPECT_EQ(secret.size(), 64u);
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    std::string cmdline = read_file(entry.path() / "cmdline");
+    EXPECT_EQ(cmdline.find(secret), std::string::npos) << "the secret is on the command line of " << entry.path();
+  }
+  EXPECT_EQ(kolorun.wait(30s).exit_code, 0);
+}
+
+}  // namespace

@@ -1,0 +1,76 @@
+#include "comm_backend.h"
+
+#include <vector>
+
+#include "api/communicator_choice.h"
+#include "api/topology.h"
+#include "kolo/error.h"
+#include "kolo_types.h"
+
+namespace kolo::bench {
+
+std::unique_ptr<comm::Communicator> make_bench_communicator() {
+  Topology t = topology_from_env();
+  t.job_id += "-bench";
+  return make_communicator(t, 0, nullptr);
+}
+
+CommBackend::CommBackend(std::unique_ptr<comm::Communicator> comm) : comm_(std::move(comm)) {}
+
+std::map<std::string, std::string> CommBackend::details() const { return {{"communicator", comm_->name()}}; }
+
+void CommBackend::validate(const BenchOptions& o) const {
+  if (o.reduce == ReduceKind::Average)
+    throw UsageError("--reduce avg is done by kolo's engine, not its communicator: use --mode api");
+}
+
+RunOnce CommBackend::prepare(const BenchOptions& o, const SizePoint& p, void* send, void* recv) {
+  comm::Communicator* c = comm_.get();
+  const DataType dtype = to_kolo(o.type);
+  const std::size_t elem = elem_size(o.type);
+  const auto n = static_cast<std::size_t>(c->size());
+  switch (o.collective) {
+    case Collective::Allreduce: {
+      const ReduceOp op = to_kolo(o.reduce);
+      return [=] {
+        c->allreduce(send, recv, p.send_count, dtype, op);
+        return recv;
+      };
+    }
+    case Collective::Broadcast:
+      return [=, root = o.root] {
+        c->broadcast(send, p.send_count * elem, root);
+        return send;
+      };
+    case Collective::Allgather: {
+      auto blocks = std::make_shared<std::vector<std::size_t>>(n, p.block_count * elem);
+      return [=] {
+        c->allgatherv(send, p.block_count * elem, recv, *blocks);
+        return recv;
+      };
+    }
+    case Collective::Alltoall: {
+      auto blocks = std::make_shared<std::vector<std::size_t>>(n, p.block_count * elem);
+      return [=] {
+        c->alltoallv(send, *blocks, recv, *blocks);
+        return recv;
+      };
+    }
+    case Collective::Reducescatter: {
+      auto counts = std::make_shared<std::vector<std::size_t>>(n, p.block_count);
+      const ReduceOp op = to_kolo(o.reduce);
+      return [=] {
+        c->reduce_scatter(send, recv, *counts, dtype, op);
+        return recv;
+      };
+    }
+  }
+  throw UsageError("unsupported collective");
+}
+
+std::int64_t CommBackend::sum_over_ranks(std::int64_t value) {
+  comm_->allreduce(&value, &value, 1, DataType::Int64, ReduceOp::Sum);
+  return value;
+}
+
+}  // namespace kolo::bench

@@ -1,0 +1,387 @@
+// DistributedOptimizer: gradient hooks that start allreduces during backward.
+//
+// Life of one parameter's gradient in a step (k = backward_passes_per_step):
+//  1. Each backward pass runs the parameter's AccumulateGrad node; our post hook
+//     counts the pass. On the k-th pass the gradient is complete and the hook
+//     starts its allreduce (compressed into a 16-bit copy, or in place).
+//  2. synchronize() starts the allreduce of every parameter whose hook did not
+//     reach k (a missing gradient travels as zeros), then waits for all of them
+//     and writes the results into the gradients.
+//  3. step() steps the wrapped optimizer on the result.
+#include "kolo/torch/optimizer.h"
+
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/zeros_like.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
+#include <torch/optim/optimizer.h>
+
+#include <cmath>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <unordered_map>
+
+#include "kolo/collectives.h"
+#include "kolo/error.h"
+#include "kolo/torch/collectives.h"
+
+namespace kolo::torch {
+
+Compression parse_compression(const std::string& text) {
+  if (text == "none") return Compression::None;
+  if (text == "fp16") return Compression::FP16;
+  if (text == "bf16") return Compression::BF16;
+  throw InvalidArgumentError("unknown compression '" + text + "': expected none, fp16 or bf16");
+}
+
+const char* to_string(Compression compression) {
+  switch (compression) {
+    case Compression::None: return "none";
+    case Compression::FP16: return "fp16";
+    case Compression::BF16: return "bf16";
+  }
+  return "invalid";
+}
+
+namespace {
+
+// Runs before AccumulateGrad adds a new gradient: the place to refuse one that
+// would land in memory an allreduce is still working on.
+class GradientArrivingHook final : public ::torch::autograd::FunctionPreHook {
+ public:
+  explicit GradientArrivingHook(std::function<void()> on_arriving) : on_arriving_(std::move(on_arriving)) {}
+
+  ::torch::autograd::variable_list operator()(const ::torch::autograd::variable_list& grads) override {
+    on_arriving_();
+    return grads;
+  }
+
+ private:
+  std::function<void()> on_arriving_;
+};
+
+// Runs once AccumulateGrad has updated the parameter's gradient.
+class GradientReadyHook final : public ::torch::autograd::FunctionPostHook {
+ public:
+  explicit GradientReadyHook(std::function<void()> on_ready) : on_ready_(std::move(on_ready)) {}
+
+  ::torch::autograd::variable_list operator()(const ::torch::autograd::variable_list& outputs,
+                                               const ::torch::autograd::variable_list& /*inputs*/) override {
+    on_ready_();
+    return outputs;
+  }
+
+ private:
+  std::function<void()> on_ready_;
+};
+
+void check_options(const DistributedOptimizerOptions& options) {
+  if (options.backward_passes_per_step < 1) {
+    throw InvalidArgumentError("DistributedOptimizer: backward_passes_per_step must be at least 1, got " +
+                               std::to_string(options.backward_passes_per_step));
+  }
+  if (options.op != ReduceOp::Average && options.op != ReduceOp::Sum) {
+    throw InvalidArgumentError(std::string("DistributedOptimizer: op must be average or sum, got ") +
+                               kolo::to_string(options.op));
+  }
+  const double factor = options.gradient_predivide_factor;
+  if (!std::isfinite(factor) || factor <= 0.0) {
+    throw InvalidArgumentError("DistributedOptimizer: gradient_predivide_factor must be a positive number, got " +
+                               std::to_string(factor));
+  }
+  if (factor != 1.0 && options.op != ReduceOp::Average) {
+    throw InvalidArgumentError("DistributedOptimizer: gradient_predivide_factor applies to op average only");
+  }
+}
+
+// The dtype gradients travel in, or nullopt to send them as they are.
+std::optional<c10::ScalarType> wire_dtype(Compression compression, c10::ScalarType grad_dtype) {
+  const bool wide_float = grad_dtype == c10::ScalarType::Float || grad_dtype == c10::ScalarType::Double;
+  if (!wide_float) return std::nullopt;
+  switch (compression) {
+    case Compression::None: return std::nullopt;
+    case Compression::FP16: return c10::ScalarType::Half;
+    case Compression::BF16: return c10::ScalarType::BFloat16;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+class DistributedOptimizer::State : public std::enable_shared_from_this<State> {
+ public:
+  State(std::shared_ptr<::torch::optim::Optimizer> optimizer, const NamedParameters& named_parameters,
+        DistributedOptimizerOptions options)
+      : optimizer_(std::move(optimizer)), options_(std::move(options)) {
+    if (!optimizer_) throw InvalidArgumentError("DistributedOptimizer: the wrapped optimizer is null");
+    check_options(options_);
+    collect_parameters(named_parameters);
+  }
+
+  ~State() {
+    for (Slot& slot : slots_) {
+      if (slot.accumulator) remove_hooks(slot);
+      // Never free gradient memory under a running allreduce.
+      if (slot.in_flight) {
+        try {
+          slot.handle.wait();
+        } catch (...) {
+        }
+      }
+    }
+  }
+
+  // Separate from the constructor: the hooks refer to the state through weak_from_this().
+  void install_hooks() {
+    for (std::size_t i = 0; i < slots_.size(); ++i) {
+      Slot& slot = slots_[i];
+      slot.accumulator = ::torch::autograd::impl::grad_accumulator(slot.param);
+      if (!slot.accumulator) {
+        throw InvalidArgumentError("DistributedOptimizer: parameter '" + slot.name +
+                                   "' is not a leaf tensor that requires grad");
+      }
+      std::weak_ptr<State> weak = weak_from_this();
+      auto arriving = std::make_unique<GradientArrivingHook>([weak, i] {
+        if (auto state = weak.lock()) state->before_gradient(i);
+      });
+      slot.pre_hook = arriving.get();
+      slot.accumulator->add_pre_hook(std::move(arriving));
+      slot.post_hook_key = slot.accumulator->add_post_hook(std::make_unique<GradientReadyHook>([weak, i] {
+        if (auto state = weak.lock()) state->after_gradient(i);
+      }));
+    }
+  }
+
+  void synchronize() {
+    std::lock_guard lock(mutex_);
+    std::exception_ptr error;
+    try {
+      for (Slot& slot : slots_) {
+        if (!slot.in_flight) start_allreduce(slot);
+      }
+    } catch (...) {
+      error = std::current_exception();
+    }
+    // Wait for everything that started, even after an error: the engine may be
+    // writing into those gradients.
+    for (Slot& slot : slots_) {
+      if (!slot.in_flight) continue;
+      try {
+        finish_allreduce(slot, /*write_result=*/error == nullptr);
+      } catch (...) {
+        if (!error) error = std::current_exception();
+      }
+    }
+    reset_passes();
+    if (error) std::rethrow_exception(error);
+    synchronized_ = true;
+  }
+
+  void step() {
+    if (!synchronized_) synchronize();
+    optimizer_->step();
+    synchronized_ = false;
+  }
+
+  void zero_grad() {
+    {
+      std::lock_guard lock(mutex_);
+      std::exception_ptr error;
+      for (Slot& slot : slots_) {
+        if (!slot.in_flight) continue;
+        try {
+          finish_allreduce(slot, /*write_result=*/false);
+        } catch (...) {
+          if (!error) error = std::current_exception();
+        }
+      }
+      reset_passes();
+      if (error) std::rethrow_exception(error);
+    }
+    optimizer_->zero_grad();
+  }
+
+  ::torch::optim::Optimizer& optimizer() { return *optimizer_; }
+  const DistributedOptimizerOptions& options() const { return options_; }
+
+  std::vector<std::string> operation_names() const {
+    std::vector<std::string> names;
+    for (const Slot& slot : slots_) names.push_back(slot.name);
+    return names;
+  }
+
+ private:
+  struct Slot {
+    std::string name;  // the operation name
+    at::Tensor param;
+    // Held so that every graph built on the parameter reuses this node (the
+    // parameter itself keeps only a weak reference) and so runs our hook.
+    std::shared_ptr<::torch::autograd::Node> accumulator;
+    const ::torch::autograd::FunctionPreHook* pre_hook = nullptr;
+    std::uintptr_t post_hook_key = 0;
+    int passes_left = 1;
+    bool in_flight = false;
+    Handle handle;
+    at::Tensor grad;  // the gradient being reduced
+    at::Tensor wire;  // the memory kolo reduces: grad itself or a contiguous/compressed copy
+  };
+
+  void collect_parameters(const NamedParameters& named_parameters) {
+    std::unordered_map<const c10::TensorImpl*, std::string> names;
+    for (const auto& [name, tensor] : named_parameters) names.emplace(tensor.unsafeGetTensorImpl(), name);
+
+    std::set<const c10::TensorImpl*> seen;
+    std::set<std::string> used_names;
+    const auto& groups = optimizer_->param_groups();
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+      const auto& params = groups[g].params();
+      for (std::size_t i = 0; i < params.size(); ++i) {
+        const at::Tensor& param = params[i];
+        if (!param.requires_grad() || !seen.insert(param.unsafeGetTensorImpl()).second) continue;
+        auto found = names.find(param.unsafeGetTensorImpl());
+        std::string name = found != names.end() ? found->second
+                                                : "group" + std::to_string(g) + ".param" + std::to_string(i);
+        if (!used_names.insert(name).second) {
+          throw InvalidArgumentError("DistributedOptimizer: two parameters are both named '" + name + "'");
+        }
+        Slot slot;
+        slot.name = options_.name_prefix + "." + name;
+        slot.param = param;
+        slot.passes_left = options_.backward_passes_per_step;
+        slots_.push_back(std::move(slot));
+      }
+    }
+  }
+
+  static void remove_hooks(Slot& slot) {
+    slot.accumulator->del_post_hook(slot.post_hook_key);
+    auto& pre_hooks = slot.accumulator->pre_hooks();
+    for (auto it = pre_hooks.begin(); it != pre_hooks.end(); ++it) {
+      if (it->get() == slot.pre_hook) {
+        pre_hooks.erase(it);
+        break;
+      }
+    }
+  }
+
+  // Throwing here aborts backward before the gradient memory is touched.
+  void before_gradient(std::size_t index) {
+    std::lock_guard lock(mutex_);
+    const Slot& slot = slots_[index];
+    if (slot.in_flight) {
+      throw InvalidArgumentError("DistributedOptimizer: parameter '" + slot.name +
+                                 "' got another gradient while its allreduce was in flight; call step() (or "
+                                 "synchronize()) after every " +
+                                 std::to_string(options_.backward_passes_per_step) +
+                                 " backward pass(es), as set by backward_passes_per_step");
+    }
+  }
+
+  void after_gradient(std::size_t index) {
+    std::lock_guard lock(mutex_);
+    synchronized_ = false;
+    Slot& slot = slots_[index];
+    if (--slot.passes_left == 0) start_allreduce(slot);
+  }
+
+  void start_allreduce(Slot& slot) {
+    at::Tensor grad = slot.param.grad();
+    if (!grad.defined()) {
+      // No gradient on this rank: its share is zero, and the name still goes out so
+      // that ranks which did compute one are not left waiting.
+      grad = at::zeros_like(slot.param, at::MemoryFormat::Contiguous);
+      slot.param.mutable_grad() = grad;
+    }
+    if (grad.layout() != c10::Layout::Strided) {
+      throw InvalidArgumentError("DistributedOptimizer: parameter '" + slot.name +
+                                 "' has a sparse gradient; kolo reduces dense gradients only");
+    }
+    at::Tensor wire;
+    if (auto dtype = wire_dtype(options_.compression, grad.scalar_type())) {
+      wire = grad.detach().to(*dtype, /*non_blocking=*/false, /*copy=*/false, at::MemoryFormat::Contiguous);
+    } else {
+      wire = grad.detach().contiguous();
+    }
+
+    AllreduceOptions allreduce;
+    allreduce.op = options_.op;
+    allreduce.name = slot.name;
+    if (options_.op == ReduceOp::Average) {
+      allreduce.prescale = 1.0 / options_.gradient_predivide_factor;
+      allreduce.postscale = options_.gradient_predivide_factor;
+    }
+    slot.handle = kolo::allreduce_async(view_of(wire), allreduce);
+    slot.grad = grad;
+    slot.wire = wire;
+    slot.in_flight = true;
+  }
+
+  void finish_allreduce(Slot& slot, bool write_result) {
+    struct Clear {
+      Slot& slot;
+      ~Clear() {
+        slot.in_flight = false;
+        slot.handle = Handle();
+        slot.grad = at::Tensor();
+        slot.wire = at::Tensor();
+      }
+    } clear{slot};
+    slot.handle.wait();
+    if (write_result && !slot.wire.is_same(slot.grad)) slot.grad.detach().copy_(slot.wire);
+  }
+
+  void reset_passes() {
+    for (Slot& slot : slots_) slot.passes_left = options_.backward_passes_per_step;
+  }
+
+  std::mutex mutex_;
+  std::shared_ptr<::torch::optim::Optimizer> optimizer_;
+  DistributedOptimizerOptions options_;
+  std::vector<Slot> slots_;
+  // synchronize() ran and no gradient arrived since.
+  bool synchronized_ = false;
+};
+
+namespace {
+
+NamedParameters to_named(const ::torch::OrderedDict<std::string, at::Tensor>& dict) {
+  NamedParameters named;
+  for (const auto& item : dict) named.emplace_back(item.key(), item.value());
+  return named;
+}
+
+}  // namespace
+
+DistributedOptimizer::DistributedOptimizer(std::shared_ptr<::torch::optim::Optimizer> optimizer,
+                                           const NamedParameters& named_parameters,
+                                           DistributedOptimizerOptions options)
+    : state_(std::make_shared<State>(std::move(optimizer), named_parameters, std::move(options))) {
+  state_->install_hooks();
+}
+
+DistributedOptimizer::DistributedOptimizer(std::shared_ptr<::torch::optim::Optimizer> optimizer,
+                                           const ::torch::OrderedDict<std::string, at::Tensor>& named_parameters,
+                                           DistributedOptimizerOptions options)
+    : DistributedOptimizer(std::move(optimizer), to_named(named_parameters), std::move(options)) {}
+
+DistributedOptimizer::~DistributedOptimizer() = default;
+DistributedOptimizer::DistributedOptimizer(DistributedOptimizer&&) noexcept = default;
+DistributedOptimizer& DistributedOptimizer::operator=(DistributedOptimizer&&) noexcept = default;
+
+DistributedOptimizer::State& DistributedOptimizer::state() const {
+  if (!state_) throw InvalidArgumentError("DistributedOptimizer was moved from");
+  return *state_;
+}
+
+void DistributedOptimizer::synchronize() { state().synchronize(); }
+void DistributedOptimizer::step() { state().step(); }
+void DistributedOptimizer::zero_grad() { state().zero_grad(); }
+::torch::optim::Optimizer& DistributedOptimizer::optimizer() { return state().optimizer(); }
+const DistributedOptimizerOptions& DistributedOptimizer::options() const { return state().options(); }
+std::vector<std::string> DistributedOptimizer::operation_names() const { return state().operation_names(); }
+
+}  // namespace kolo::torch
