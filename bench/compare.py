@@ -20,7 +20,7 @@ import subprocess
 import sys
 import time
 
-KOLO_PROGRAMS = ("kolo-comm", "kolo-api")
+KOLO_PROGRAMS = ("kolo-comm", "kolo-api", "kolo-gloo")
 
 
 def parse_bytes(text):
@@ -39,9 +39,10 @@ def sweep_sizes(min_bytes, max_bytes, factor):
 class Program:
     """One benchmark program and how to launch it with N ranks."""
 
-    def __init__(self, name, argv_for):
+    def __init__(self, name, argv_for, env=None):
         self.name = name
         self.argv_for = argv_for  # n -> argv prefix (launcher + binary + own flags)
+        self.env = env  # extra environment variables
 
 
 def find_programs(args):
@@ -76,6 +77,9 @@ def find_programs(args):
         programs.append(Program("kolo-comm", lambda n: kolorun_argv(n, kolo_bench, "--mode", "comm")))
     if want("kolo-api", kolo_bench):
         programs.append(Program("kolo-api", lambda n: kolorun_argv(n, kolo_bench, "--mode", "api")))
+    if want("kolo-gloo", kolo_bench):  # kolo's own TCP communicator, alone
+        programs.append(Program("kolo-gloo", lambda n: kolorun_argv(n, kolo_bench, "--mode", "comm"),
+                                env={"KOLO_BACKEND": "gloo"}))
     have_mpirun = shutil.which("mpirun") is not None
     for transport in ("shm", "tcp"):
         name = f"mpi-{transport}"
@@ -101,7 +105,8 @@ def run_one(program, n, sizes, args):
         flags.append("--check")
     argv = program.argv_for(n) + flags
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=args.timeout + 30)
+        env = dict(os.environ, **program.env) if program.env else None
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=args.timeout + 30, env=env)
     except subprocess.TimeoutExpired:
         print(f"# {program.name} n={n} {sizes[0]}..{sizes[-1]} B: timed out", file=sys.stderr)
         return None
@@ -229,7 +234,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=1, help="repeat the whole interleaved sweep (1)")
     ap.add_argument("--stat", default="mean", choices=["mean", "median", "min"],
                     help="iteration-time statistic (mean: nccl-tests; median resists load spikes; min is one rank's luckiest call, not a latency)")
-    ap.add_argument("--programs", default="kolo-comm,kolo-api,mpi-shm,mpi-tcp,gloo-ring,gloo-hd")
+    ap.add_argument("--programs", default="kolo-comm,kolo-api,mpi-shm,mpi-tcp,gloo-ring,gloo-hd",
+                    help="which to run; kolo-gloo (kolo's TCP communicator alone) is also known")
     ap.add_argument("--gloo-algorithms", default="ring,halving-doubling")
     ap.add_argument("--pick", default="best", choices=["best", "median"],
                     help="with several --rounds: each program's best round per size, or its median round (best)")

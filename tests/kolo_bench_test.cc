@@ -198,9 +198,10 @@ struct ProcessResult {
   std::string out, err;
 };
 
-// Runs `argv` with stdout and stderr captured; kills it (and it dies with the
-// test, PR_SET_PDEATHSIG) after `timeout`.
-ProcessResult run_process(std::vector<std::string> argv, std::chrono::seconds timeout) {
+// Runs `argv` with stdout and stderr captured and `env` added to the environment;
+// kills it (and it dies with the test, PR_SET_PDEATHSIG) after `timeout`.
+ProcessResult run_process(std::vector<std::string> argv, std::chrono::seconds timeout,
+                          const std::vector<std::pair<std::string, std::string>>& env = {}) {
   int out[2], err[2];
   if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) throw std::runtime_error("pipe2 failed");
   std::vector<char*> args;
@@ -209,6 +210,7 @@ ProcessResult run_process(std::vector<std::string> argv, std::chrono::seconds ti
   const pid_t pid = fork();
   if (pid == 0) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
+    for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
     dup2(out[1], STDOUT_FILENO);
     dup2(err[1], STDERR_FILENO);
     execv(args[0], args.data());
@@ -250,11 +252,12 @@ ProcessResult run_process(std::vector<std::string> argv, std::chrono::seconds ti
   return run;
 }
 
-ProcessResult kolo_bench(int nranks, std::vector<std::string> args) {
+ProcessResult kolo_bench(int nranks, std::vector<std::string> args,
+                         const std::vector<std::pair<std::string, std::string>>& env = {}) {
   std::vector<std::string> argv = {KOLORUN_PATH, "-np", std::to_string(nranks), "--no-tag-output", "--timeout", "60",
                                    KOLO_BENCH_PATH};
   argv.insert(argv.end(), args.begin(), args.end());
-  return run_process(argv, std::chrono::seconds(90));
+  return run_process(argv, std::chrono::seconds(90), env);
 }
 
 // The last line of stdout that parses as a JSON object.
@@ -343,6 +346,16 @@ TEST(KoloBench, PrintsAnNcclTestsStyleTable) {
   EXPECT_NE(run.out.find("# Avg bus bandwidth"), std::string::npos);
   // Only rank 0 reports: one header line.
   EXPECT_EQ(run.out.find("# kolo-bench"), run.out.rfind("# kolo-bench"));
+}
+
+TEST(KoloBench, CommModeMeasuresTheCommunicatorKoloBackendChooses) {
+  for (const std::string backend : {"shm", "gloo"}) {
+    const ProcessResult run = kolo_bench(2, small_sweep("comm", "allgather"), {{"KOLO_BACKEND", backend}});
+    ASSERT_EQ(run.exit_code, 0) << backend << ": " << run.out << run.err;
+    const auto j = json_of(run);
+    EXPECT_EQ(j.at("extra").at("communicator"), backend);
+    EXPECT_EQ(j.at("wrong_total"), 0);
+  }
 }
 
 TEST(KoloBench, RunsAsAJobOfOneWithoutKolorun) {

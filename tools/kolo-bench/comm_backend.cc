@@ -4,18 +4,31 @@
 
 #include "api/communicator_choice.h"
 #include "api/topology.h"
+#include "common/env.h"
 #include "kolo/error.h"
 #include "kolo_types.h"
 
 namespace kolo::bench {
 
-std::unique_ptr<comm::Communicator> make_bench_communicator() {
+namespace {
+// init() numbers its sessions 0, 1, ...; this one never collides with them.
+constexpr int kBenchGeneration = 1 << 30;
+}  // namespace
+
+BenchCommunicator make_bench_communicator() {
   Topology t = topology_from_env();
   t.job_id += "-bench";
-  return make_communicator(t, 0, nullptr);
+  BenchCommunicator bench;
+  if (!t.store_addr.empty()) {
+    const auto timeout = env::get_seconds("KOLO_START_TIMEOUT", std::chrono::seconds(30));
+    const auto address = store::parse_store_address(t.store_addr);
+    bench.store = store::StoreClient::connect(address.host, address.port, t.secret, timeout);
+  }
+  bench.comm = make_communicator(t, kBenchGeneration, bench.store.get());
+  return bench;
 }
 
-CommBackend::CommBackend(std::unique_ptr<comm::Communicator> comm) : comm_(std::move(comm)) {}
+CommBackend::CommBackend(BenchCommunicator comm) : store_(std::move(comm.store)), comm_(std::move(comm.comm)) {}
 
 std::map<std::string, std::string> CommBackend::details() const { return {{"communicator", comm_->name()}}; }
 

@@ -7,17 +7,26 @@
 
 #include "comm/communicator.h"
 #include "core/driver.h"
+#include "store/store.h"
 
 namespace kolo::bench {
 
-// Builds the communicator init() would (shm for a job on one host, self for one
-// rank) from the environment kolorun sets, under its own job id
-// (KOLO_JOB_ID + "-bench"), so that its shared memory never meets the engine's.
-std::unique_ptr<comm::Communicator> make_bench_communicator();
+// A communicator and the rendezvous store client it was set up through (TCP
+// communicators keep using it), destroyed in that order.
+struct BenchCommunicator {
+  std::unique_ptr<store::StoreClient> store;
+  std::unique_ptr<comm::Communicator> comm;
+};
+
+// Builds the communicator init() would (KOLO_BACKEND and the job's layout choose:
+// shm on one host, self for one rank, gloo or hierarchical across hosts) from the
+// environment kolorun sets, under its own job id and store keys (KOLO_JOB_ID +
+// "-bench"), so that it never meets the engine's.
+BenchCommunicator make_bench_communicator();
 
 class CommBackend : public Backend {
  public:
-  explicit CommBackend(std::unique_ptr<comm::Communicator> comm);
+  explicit CommBackend(BenchCommunicator comm);
   int rank() const override { return comm_->rank(); }
   int size() const override { return comm_->size(); }
   std::string label() const override { return "kolo-comm"; }
@@ -30,6 +39,7 @@ class CommBackend : public Backend {
   comm::Communicator& communicator() { return *comm_; }
 
  private:
+  std::unique_ptr<store::StoreClient> store_;  // outlives comm_
   std::unique_ptr<comm::Communicator> comm_;
 };
 

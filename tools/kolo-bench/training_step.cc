@@ -184,7 +184,8 @@ int run_training_step(const BenchOptions& o, std::ostream& out) {
   // the communicator has no Average; the data movement is the same).
   barrier({"kolo-bench/step/comm"});
   {
-    auto comm = make_bench_communicator();
+    auto bench = make_bench_communicator();
+    comm::Communicator* comm = bench.comm.get();
     std::vector<float> raw(step.total_params(), 1.0f);
     variants.push_back(variant("comm-fused", 1, time_steps([&] {
                                  comm->allreduce(raw.data(), raw.data(), raw.size(), DataType::Float32, ReduceOp::Sum);
