@@ -29,7 +29,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (parsed.action != kolorun::CommandLineAction::Launch) return 0;
   const auto& options = parsed.options;
   FUZZ_CHECK(!options.command.empty() && !options.command.front().empty());
-  FUZZ_CHECK(options.num_proc.has_value() || !options.hosts.empty());
+  FUZZ_CHECK(options.num_proc.has_value() || !options.hosts.empty() || !options.hostfile.empty());
+  FUZZ_CHECK(options.hosts.empty() || options.hostfile.empty());
+  FUZZ_CHECK(!options.mpi || options.launcher_command.empty());
+  FUZZ_CHECK(options.mpi_args.empty() || options.mpi);
+  FUZZ_CHECK(!options.ssh_port || *options.ssh_port > 0);
+  FUZZ_CHECK(options.host_timeout.count() > 0);
   FUZZ_CHECK(!options.num_proc || *options.num_proc > 0);
   FUZZ_CHECK(!options.timeout || options.timeout->count() > 0);
   FUZZ_CHECK(options.kill_grace.count() >= 0);

@@ -12,6 +12,7 @@
 #include "common/wire.h"
 #include "engine/messages.h"
 #include "engine/stall_inspector.h"
+#include "remote_protocol.h"
 #include "store/store_messages.h"
 
 namespace {
@@ -90,6 +91,22 @@ void store_seeds(const fs::path& out) {
   write(replies, "error", reply(proto::Status::Error, [](auto& w) { w.put_string("not an 8-byte integer"); }));
 }
 
+void remote_seeds(const fs::path& out) {
+  kolorun::RemoteSpec spec;
+  spec.rank = 3;
+  spec.label = "rank 3 on host h1";
+  spec.working_directory = "/tmp";
+  spec.argv = {"./train", "--epochs", "2"};
+  spec.env = {"KOLO_RANK=3", "KOLO_SECRET=00ff"};
+  const std::string encoded = kolorun::encode_remote_spec(spec);
+  // The first byte says where the fuzzer cuts the stream in two; then control bytes.
+  Bytes seed = {7};
+  seed.insert(seed.end(), encoded.begin(), encoded.end());
+  seed.push_back(0);
+  seed.push_back(15);
+  write(out / "remote_spec_fuzzer", "spec", seed);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -101,5 +118,6 @@ int main(int argc, char** argv) {
   engine_seeds(out);
   stall_seeds(out);
   store_seeds(out);
+  remote_seeds(out);
   return 0;
 }

@@ -14,7 +14,8 @@ cd "$(dirname "$0")/.."
 seconds=${1:-${KOLO_FUZZ_SECONDS:-30}}
 [[ $# -gt 0 ]] && shift
 all_targets=(engine_requests_fuzzer engine_responses_fuzzer stall_report_fuzzer store_requests_fuzzer
-             store_replies_fuzzer flight_report_fuzzer kolorun_options_fuzzer env_parsers_fuzzer)
+             store_replies_fuzzer flight_report_fuzzer kolorun_options_fuzzer host_list_fuzzer
+             remote_spec_fuzzer env_parsers_fuzzer)
 targets=("${@:-${all_targets[@]}}")
 
 cxx=${KOLO_FUZZ_CXX:-$(command -v clang++-14 || command -v clang++ || true)}

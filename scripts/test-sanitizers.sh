@@ -14,7 +14,10 @@ cd "$(dirname "$0")/.."
 
 [[ $# -gt 0 ]] || set -- asan tsan
 jobs=${KOLO_JOBS:-2}
-common=(-DKOLO_WITH_TORCH=OFF -DKOLO_BUILD_EXAMPLES=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo)
+# Tests are listed when ctest runs (PRE_TEST), not after linking, so that a binary
+# that fails under a sanitizer is kept for a look instead of being deleted.
+common=(-DKOLO_WITH_TORCH=OFF -DKOLO_BUILD_EXAMPLES=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
+        -DCMAKE_GTEST_DISCOVER_TESTS_DISCOVERY_MODE=PRE_TEST)
 
 # Any report ends the process with a failure: UBSan is also compiled not to recover.
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1

@@ -33,6 +33,18 @@
 
 #if defined(__x86_64__)
 #include <immintrin.h>
+#endif
+// No clones under ThreadSanitizer: it instruments the clones' resolver (an ifunc),
+// which the dynamic loader runs while relocating libkolo, before TSan is
+// initialized, and the program crashes before main.
+#if defined(__SANITIZE_THREAD__)
+#define KOLO_NO_CLONES 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define KOLO_NO_CLONES 1
+#endif
+#endif
+#if defined(__x86_64__) && !defined(KOLO_NO_CLONES)
 #define KOLO_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
 #else
 #define KOLO_CLONES

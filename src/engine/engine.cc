@@ -150,14 +150,17 @@ void Engine::drive(const detail::OpState& state, std::chrono::steady_clock::time
 }
 
 void Engine::fail_everything(std::exception_ptr error) {
-  if (recorder_) {
-    try {
-      std::rethrow_exception(error);
-    } catch (const ShutdownError&) {
-      // an orderly end: nothing to report
-    } catch (const std::exception& e) {
-      recorder_->dump(std::string("error: ") + e.what());
-    }
+  // Why, for the flight record and for the peers (the communicator's abort tells
+  // the ranks still waiting on this one).
+  std::string why = "kolo stopped";
+  try {
+    std::rethrow_exception(error);
+  } catch (const ShutdownError& e) {
+    why = e.what();  // an orderly end: nothing to record
+  } catch (const std::exception& e) {
+    why = e.what();
+    if (recorder_) recorder_->dump("error: " + why);
+  } catch (...) {
   }
   std::vector<Entry> queued;
   {
@@ -170,7 +173,7 @@ void Engine::fail_everything(std::exception_ptr error) {
   for (auto& [name, e] : entries_) e.state->complete_part(error);
   entries_.clear();
   try {
-    comm_->abort("kolo stopped");
+    comm_->abort(why);
   } catch (...) {
   }
 }

@@ -1,11 +1,14 @@
 #include "harness/multiprocess.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -13,6 +16,7 @@
 #include <filesystem>
 #include <memory>
 #include <random>
+#include <stdexcept>
 #include <thread>
 
 #include "store/store.h"
@@ -60,6 +64,75 @@ using Clock = std::chrono::steady_clock;
   _exit(code);
 }
 
+// The job's rendezvous store, in a process of its own rather than a thread of the
+// test process: the ranks are forked (not exec'd) from the test process, and a
+// fork while another thread holds a lock hands the child a lock nobody will
+// release. The store thread did: GCC 12's ASan allocator takes no lock around
+// fork(), and a rank forked while the store thread was allocating deadlocked in
+// its first allocation of that size (seen as "rank 0 made no progress" in the
+// first collective); kolo's own locks (logging) are exposed the same way. Forked
+// from a test process that is still single-threaded, the store process itself is
+// safe, and so are the ranks forked after it.
+class StoreProcess {
+ public:
+  explicit StoreProcess(const std::string& secret) {
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe2 failed");
+    pid_ = fork();
+    if (pid_ == 0) {
+      ::close(fds[0]);
+      run_child(secret, fds[1]);
+    }
+    ::close(fds[1]);
+    if (pid_ > 0) port_ = read_port(fds[0]);
+    ::close(fds[0]);
+    if (pid_ < 0 || port_ <= 0) {
+      stop();
+      throw std::runtime_error("the test's store process did not start");
+    }
+  }
+  ~StoreProcess() { stop(); }
+  StoreProcess(const StoreProcess&) = delete;
+  StoreProcess& operator=(const StoreProcess&) = delete;
+
+  int port() const { return port_; }
+
+ private:
+  [[noreturn]] static void run_child(const std::string& secret, int port_fd) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    int port = 0;
+    try {
+      store::StoreServer server(secret);
+      port = server.port();
+      if (::write(port_fd, &port, sizeof port) != static_cast<ssize_t>(sizeof port)) _exit(1);
+      ::close(port_fd);
+      for (;;) pause();  // until the test kills it
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "test store process: %s\n", e.what());
+    }
+    _exit(1);
+  }
+
+  static int read_port(int fd) {
+    pollfd p{fd, POLLIN, 0};
+    int port = 0;
+    if (poll(&p, 1, 30000) == 1 && ::read(fd, &port, sizeof port) == static_cast<ssize_t>(sizeof port)) return port;
+    return 0;
+  }
+
+  void stop() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGKILL);
+    // ECHILD when the ranks' reaping loop (waitpid(-1)) already took it.
+    while (waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    pid_ = -1;
+  }
+
+  pid_t pid_ = -1;
+  int port_ = 0;
+};
+
 void remove_job_segments(const std::string& job_id) {
   std::error_code ec;
   const std::string prefix = "kolo-" + job_id;
@@ -83,12 +156,12 @@ std::vector<RankOutcome> spawn_ranks(int size, const std::function<void(int rank
   std::fflush(stdout);
   std::fflush(stderr);
   const std::string job_id = make_job_id();
-  std::unique_ptr<store::StoreServer> server;
+  std::unique_ptr<StoreProcess> store;
   std::string store_addr, secret;
   if (options.use_store) {
     secret = store::make_secret();
-    server = std::make_unique<store::StoreServer>(secret);
-    store_addr = "127.0.0.1:" + std::to_string(server->port());
+    store = std::make_unique<StoreProcess>(secret);
+    store_addr = "127.0.0.1:" + std::to_string(store->port());
   }
 
   std::vector<pid_t> pids(size, -1);

@@ -7,6 +7,11 @@
 // kills every child if one fails (after a short grace) or when the timeout passes,
 // removes the job's shared-memory segments, and reports each rank's outcome as a
 // GoogleTest failure. Nothing outlives the call.
+//
+// The store runs in a process of its own, forked first, so that the test process
+// has no other thread when it forks the ranks (a lock held by another thread at
+// fork() would stay locked forever in the child). Tests should keep it that way:
+// start threads of their own only after the ranks are forked (see on_started).
 #pragma once
 
 #include <chrono>

@@ -211,16 +211,19 @@ void ShmChannel::check_peer(int peer, const Counter& counter, std::uint32_t targ
     case RankState::Aborted: {
       if (!not_delivered()) return;
       std::string reason(pc.reason, strnlen(pc.reason, kReasonBytes));
-      throw PeerFailureError(peer, who + " aborted: " + reason + " (" + context + ")");
+      // A peer that gave up because another rank failed passes the blame on
+      // (unless it blames this rank, which is evidently still running).
+      const int upstream = pc.failed_peer.load(std::memory_order_acquire) - 1;
+      blame(upstream >= 0 && upstream != rank_ ? upstream : peer, who + " aborted: " + reason + " (" + context + ")");
     }
     case RankState::Closed:
       if (!not_delivered()) return;
-      throw PeerFailureError(peer, who + " closed its communicator (" + context +
-                                       "): the ranks did not run the same sequence of collectives");
+      blame(peer, who + " closed its communicator (" + context +
+                      "): the ranks did not run the same sequence of collectives");
     case RankState::Active: break;
   }
   if (process_is_dead(pc.pid.load(std::memory_order_acquire)) && not_delivered()) {
-    throw PeerFailureError(peer, who + " died (" + context + ")");
+    blame(peer, who + " died (" + context + ")");
   }
   if (stalled_for < options_.peer_timeout) return;
 
@@ -237,10 +240,15 @@ void ShmChannel::check_peer(int peer, const Counter& counter, std::uint32_t targ
   }
   const std::string culprit =
       "rank " + std::to_string(laggard) + " (pid " + std::to_string(control(laggard).pid.load()) + ")";
-  throw PeerFailureError(laggard, culprit + " made no progress for " + seconds_text(stalled_for) + " (" + context +
+  blame(laggard, culprit + " made no progress for " + seconds_text(stalled_for) + " (" + context +
                                       (laggard == peer ? "" : " " + who) + "; peer timeout " +
                                       seconds_text(options_.peer_timeout) +
                                       "): the process may be stopped, deadlocked or overloaded");
+}
+
+void ShmChannel::blame(int culprit, const std::string& message) const {
+  failed_peer_.store(culprit, std::memory_order_relaxed);
+  throw PeerFailureError(culprit, message);
 }
 
 // ---- abort ---------------------------------------------------------------------------
@@ -254,6 +262,7 @@ void ShmChannel::abort(const std::string& reason) {
     std::size_t n = std::min(reason.size(), kReasonBytes - 1);
     std::memcpy(me.reason, reason.data(), n);
     me.reason[n] = '\0';
+    me.failed_peer.store(failed_peer_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     me.state.store(static_cast<std::uint32_t>(RankState::Aborted), std::memory_order_release);
     aborted_.store(true, std::memory_order_seq_cst);
   }

@@ -68,6 +68,8 @@ class ShmChannel {
   void sleep_until(int peer, Counter& counter, std::uint32_t target);
   void check_peer(int peer, const Counter& counter, std::uint32_t target,
                   std::chrono::steady_clock::duration stalled_for) const;
+  // Throws PeerFailureError(culprit, message), remembering the culprit for abort().
+  [[noreturn]] void blame(int culprit, const std::string& message) const;
   void wake_own_sleepers();
 
   Mapping mapping_;
@@ -84,6 +86,8 @@ class ShmChannel {
   std::atomic<bool> aborted_{false};
   mutable std::mutex abort_mutex_;
   std::string abort_reason_;
+  // The peer this rank last declared failed (-1: none); abort() publishes it.
+  mutable std::atomic<int> failed_peer_{-1};
   // The futex word the collective thread sleeps on, so that abort() can wake it.
   std::atomic<std::atomic<std::uint32_t>*> sleeping_on_{nullptr};
 };

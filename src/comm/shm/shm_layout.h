@@ -40,6 +40,10 @@ struct alignas(kCacheLine) RankControl {
   Counter consumed;  // >= s+1: this rank has read everything it needs of step s
   alignas(kCacheLine) std::atomic<std::int32_t> pid;
   std::atomic<std::uint32_t> state;
+  // When this rank aborted because a peer failed: that peer's rank + 1, so that
+  // the ranks waiting on this one name the rank that failed, not the messenger.
+  // 0 (as the segment is created): none, or not known.
+  std::atomic<std::int32_t> failed_peer;
   char reason[kReasonBytes];
 };
 
