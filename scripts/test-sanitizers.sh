@@ -24,7 +24,7 @@ export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 export ASAN_OPTIONS=detect_leaks=1:check_initialization_order=1:strict_init_order=1
 # The test harness forks its ranks from a single-threaded parent (the store runs
 # in a process of its own), so TSan's default die_after_fork=1 stays.
-export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/scripts/sanitizers/tsan.supp
 
 mpi_tests='Mpi(Launch|Worker)\..*'
 # ctest names are Suite.Test (or Prefix/Suite.Test/Param for parameterized ones).
