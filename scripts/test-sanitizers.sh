@@ -28,7 +28,7 @@ export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/sc
 
 mpi_tests='Mpi(Launch|Worker)\..*'
 # ctest names are Suite.Test (or Prefix/Suite.Test/Param for parameterized ones).
-tsan_suites='EngineBehaviour|CollectivesSweep|CollectiveErrors|ShmCommunicator|StallInspector|Timeline|FlightRecorder|Store[A-Za-z]*|Failure'
+tsan_suites='EngineBehaviour|CollectivesSweep|CollectiveErrors|ShmCommunicator|GlooCommunicator|GlooSizes|HierarchicalCommunicator|StallInspector|Timeline|FlightRecorder|Store[A-Za-z]*|Failure'
 
 build() {  # dir sanitizers
   local started=$SECONDS
