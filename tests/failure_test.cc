@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "comm/shm/shm_communicator.h"
 #include "common/hmac.h"
 #include "harness/multiprocess.h"
 #include "kolo/kolo.h"
@@ -189,6 +190,54 @@ TEST(Failure, AStoppedRankIsNamedWithinThePeerTimeoutAndCanBeResumedToExit) {
     kolo::shutdown();
   }, options);
   expect_all_exited_cleanly(outcomes);
+  expect_nothing_left(job);
+}
+
+// The blame travels: rank 0 gives up on stopped rank 2 and aborts; rank 1, which
+// waits on rank 0 (for a broadcast) and would wait on it for 30 s more, must
+// still name rank 2, the rank that failed, not rank 0, the messenger. (Found by
+// the test above, where it happened now and then inside the engine.)
+TEST(Failure, ARankWaitingOnOneThatGaveUpNamesTheRankThatFailed) {
+  SpawnOptions options;
+  options.use_store = false;
+  StartedJob job;
+  options.on_started = [&](const StartedJob& started) { job = started; };
+  auto outcomes = spawn_ranks(3, [](int rank) {
+    comm::CommunicatorOptions comm_options;
+    comm_options.peer_timeout = rank == 0 ? 1s : 30s;
+    auto comm = comm::make_shm_communicator(rank, 3, std::getenv("KOLO_JOB_ID"), comm_options);
+    std::int32_t pid = getpid();
+    std::vector<std::int32_t> pids(3);
+    const std::vector<std::size_t> sizes(3, sizeof pid);
+    comm->allgatherv(&pid, sizeof pid, pids.data(), sizes);
+    comm->barrier();
+    if (rank == 2) ::raise(SIGSTOP);  // killed by rank 1 below
+    std::vector<std::int32_t> gathered(3);
+    const auto start = Clock::now();
+    if (rank == 0) {
+      try {
+        comm->gatherv(&pid, sizeof pid, gathered.data(), sizes, 0);
+        ADD_FAILURE() << "gathered from a stopped rank";
+      } catch (const PeerFailureError& e) {
+        EXPECT_EQ(e.peer_rank(), 2) << e.what();
+        comm->abort(e.what());  // as the engine does
+      }
+    } else {
+      comm->gatherv(&pid, sizeof pid, nullptr, sizes, 0);
+      try {
+        comm->broadcast(&pid, sizeof pid, 0);
+        ADD_FAILURE() << "broadcast from a rank that gave up";
+      } catch (const PeerFailureError& e) {
+        EXPECT_EQ(e.peer_rank(), 2) << e.what();
+        EXPECT_NE(std::string(e.what()).find("rank 0"), std::string::npos) << e.what();
+        EXPECT_LT(Clock::now() - start, 10s);
+      }
+      ::kill(pids[2], SIGKILL);
+    }
+  }, options);
+  ASSERT_EQ(outcomes.size(), 3u);
+  EXPECT_EQ(outcomes[2].signal, SIGKILL);
+  for (int r : {0, 1}) EXPECT_TRUE(outcomes[r].exited && outcomes[r].exit_code == 0) << "rank " << r;
   expect_nothing_left(job);
 }
 

@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -256,7 +257,7 @@ TEST_P(GlooSizes, AllgathervGathervBroadcastAlltoallv) {
       m.comm->allgatherv(mine.data(), mine.size(), all.data(), sizes);
       ASSERT_TRUE(all == want) << "allgatherv base=" << base;
       Bytes in_place(total, 0xEE);
-      std::memcpy(in_place.data() + before, mine.data(), mine.size());
+      std::copy(mine.begin(), mine.end(), in_place.begin() + static_cast<std::ptrdiff_t>(before));  // may be empty
       m.comm->allgatherv(in_place.data() + before, mine.size(), in_place.data(), sizes);
       ASSERT_TRUE(in_place == want) << "allgatherv in place base=" << base;
 

@@ -403,6 +403,10 @@ void divide_plain(T* data, std::size_t count, std::int64_t divisor) {
 void reduce_many(void* dst, const void* const* srcs, int n, std::size_t count, DataType dtype, ReduceOp op) {
   if (n < 1) throw InvalidArgumentError("reduce_many needs at least one input, got " + std::to_string(n));
   if (count == 0) return;
+  // Checked here rather than in the cloned kernels, which must not throw: under
+  // GCC 12's AddressSanitizer an exception leaving a target_clones function is
+  // never caught (std::terminate).
+  if (op != ReduceOp::Sum && op != ReduceOp::Product && op != ReduceOp::Min && op != ReduceOp::Max) bad_op(op);
   switch (dtype) {
     case DataType::UInt8: return reduce_many_u8(dst, srcs, n, count, op);
     case DataType::Int8: return reduce_many_i8(dst, srcs, n, count, op);
