@@ -48,6 +48,7 @@ std::vector<std::string> make_rank_environment(const std::vector<std::string>& b
       {"KOLO_JOB_ID", job.job_id},
       {"KOLO_STORE_ADDR", job.store_addr},
       {"KOLO_SECRET", job.secret},
+      {"KOLO_CPU_BIND", job.cpu_binding},
   };
   if (!job.network_interface.empty()) kolo_vars.emplace_back("KOLO_IFACE", job.network_interface);
   if (!job.flight_dir.empty()) kolo_vars.emplace_back("KOLO_FLIGHT_RECORDER_DIR", job.flight_dir);
