@@ -276,5 +276,33 @@ TEST(EngineBehaviour, MalformedConfigurationIsRejected) {
   }, {.use_store = false});
 }
 
+
+// A fused batch whose buffers overlap (two views of one array) must not go to the
+// communicator's list-of-buffers path, which reads later inputs after writing
+// earlier outputs; through the fusion buffer every input is read first.
+TEST(EngineBehaviour, OverlappingTensorsOfABatchAreReducedFromTheirInputs) {
+  SpawnOptions options;
+  options.env = {{"KOLO_SHM_SLOT_BYTES", "65536"}};
+  run_ranks(
+      2,
+      [](int rank) {
+        kolo::init();
+        constexpr std::size_t kView = 100000, kShift = 40000;
+        std::vector<float> x(kView + kShift);
+        auto fill = [&] {
+          for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 97 + rank);
+        };
+        std::vector<Tensor> views{make_tensor(x.data(), kView), make_tensor(x.data() + kShift, kView)};
+        for (int step = 0; step < 2; ++step) {
+          fill();
+          kolo::grouped_allreduce(views, {.op = ReduceOp::Sum, .name = "overlap"});
+          for (std::size_t i = 0; i < x.size(); i += 997)
+            ASSERT_EQ(x[i], static_cast<float>(2 * (i % 97) + 1)) << "element " << i << ", step " << step;
+        }
+        kolo::shutdown();
+      },
+      options);
+}
+
 }  // namespace
 }  // namespace kolo::testing

@@ -18,6 +18,7 @@
 #include <span>
 #include <string>
 
+#include "comm/regions.h"
 #include "kolo/types.h"
 
 namespace kolo::comm {
@@ -42,6 +43,12 @@ class Communicator {
   // recv[i] = send_0[i] op send_1[i] op ... for `count` elements. `op` is never
   // Average (the engine divides). Reduction order is by rank, the same on every rank.
   virtual void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op) = 0;
+
+  // One allreduce over several buffers, as if their sends were concatenated and
+  // the result split back into their recvs, without that copy. Only where
+  // reduces_regions() says so; no recv may overlap another region's send.
+  virtual bool reduces_regions() const { return false; }
+  virtual void allreduce_regions(std::span<const Region> regions, DataType dtype, ReduceOp op);
 
   // `send` holds sum(recv_counts) elements on every rank; rank r receives the
   // reduction of block r (recv_counts[r] elements, blocks in rank order).

@@ -1,5 +1,7 @@
 #include "engine/executor.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <numeric>
 
@@ -19,6 +21,30 @@ Entry& entry_for(EntryMap& entries, const Response& response) {
     throw InvalidArgumentError("internal: no local operation named '" + response.names[0] + "' for " +
                                to_string(response.op));
   return it->second;
+}
+
+// Whether any of the regions' buffers overlap (a region exactly in place counts
+// once): the communicator reads inputs after writing earlier outputs, so such a
+// batch must go through the fusion buffer. Two overlapping inputs would be
+// harmless, but telling them apart is not worth it for so rare a batch.
+bool buffers_overlap(const std::vector<comm::Region>& regions, std::size_t esize) {
+  struct Span {
+    std::uintptr_t begin, end;
+  };
+  std::vector<Span> spans;
+  for (std::size_t i = 0; i < regions.size(); ++i) {
+    const auto bytes = regions[i].count * esize;
+    if (bytes == 0) continue;
+    const auto send = reinterpret_cast<std::uintptr_t>(regions[i].send);
+    const auto recv = reinterpret_cast<std::uintptr_t>(regions[i].recv);
+    spans.push_back({recv, recv + bytes});
+    if (send != recv) spans.push_back({send, send + bytes});
+  }
+  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.begin < b.begin; });
+  for (std::size_t k = 1; k < spans.size(); ++k) {
+    if (spans[k].begin < spans[k - 1].end) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -79,10 +105,27 @@ void Executor::allreduce(const std::vector<const Response*>& batch, EntryMap& en
     }
   }
 
-  // A single tensor is reduced in its output directly; several go through the
+  // A single tensor is reduced in its output directly. Several go to a
+  // communicator that takes a list of buffers as they are; to others, through the
   // fusion buffer so that the communicator is called once.
-  std::byte* data;
   const bool direct = parts.size() == 1 && parts[0].entry != nullptr;
+  if (!direct && first.prescale == 1.0 && comm_.reduces_regions()) {
+    std::vector<comm::Region> regions;
+    regions.reserve(parts.size());
+    for (const Part& p : parts) {
+      if (p.entry == nullptr) break;  // a joined rank contributes zeros: fused below
+      regions.push_back({p.entry->input.data, p.entry->output.data, p.count});
+    }
+    if (regions.size() == parts.size() && !buffers_overlap(regions, esize)) {
+      phases_.comm_start = std::chrono::steady_clock::now();
+      comm_.allreduce_regions(regions, dtype, wire_op);
+      for (const comm::Region& r : regions) finish_reduction(r.recv, r.count, dtype, first.reduce_op, first.postscale);
+      phases_.comm_end = std::chrono::steady_clock::now();
+      return;
+    }
+  }
+
+  std::byte* data;
   if (direct) {
     Entry& e = *parts[0].entry;
     data = static_cast<std::byte*>(e.output.data);

@@ -99,7 +99,9 @@ constexpr std::size_t kDefaultSmallBytes = std::size_t{64} << 10;
 class ShmCommunicator final : public Communicator {
  public:
   explicit ShmCommunicator(std::unique_ptr<ShmChannel> channel)
-      : channel_(std::move(channel)), srcs_(static_cast<std::size_t>(channel_->size())) {}
+      : channel_(std::move(channel)),
+        srcs_(static_cast<std::size_t>(channel_->size())),
+        run_srcs_(static_cast<std::size_t>(channel_->size())) {}
 
   int rank() const override { return channel_->rank(); }
   int size() const override { return channel_->size(); }
@@ -108,8 +110,17 @@ class ShmCommunicator final : public Communicator {
   void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op) override {
     run("allreduce", [&] {
       check_reduction(dtype, op);
-      shm::allreduce(*channel_, static_cast<const std::byte*>(send), static_cast<std::byte*>(recv), count, dtype, op,
-                     srcs_);
+      const Region whole{send, recv, count};
+      shm::allreduce(*channel_, RegionList({&whole, 1}, element_size(dtype)), dtype, op, srcs_, run_srcs_);
+    });
+  }
+
+  bool reduces_regions() const override { return true; }
+
+  void allreduce_regions(std::span<const Region> regions, DataType dtype, ReduceOp op) override {
+    run("allreduce", [&] {
+      check_reduction(dtype, op);
+      shm::allreduce(*channel_, RegionList(regions, element_size(dtype)), dtype, op, srcs_, run_srcs_);
     });
   }
 
@@ -222,7 +233,7 @@ class ShmCommunicator final : public Communicator {
   }
 
   std::unique_ptr<ShmChannel> channel_;
-  std::vector<const void*> srcs_;
+  std::vector<const void*> srcs_, run_srcs_;
   std::exception_ptr failure_;
 };
 

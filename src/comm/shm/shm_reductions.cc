@@ -13,64 +13,81 @@ namespace {
 void copy_plain(void* dst, const void* src, std::size_t bytes) { std::memcpy(dst, src, bytes); }
 
 // Small messages: one step, every rank reduces everything itself.
-void allreduce_one_step(ShmChannel& channel, const std::byte* send, void* recv, std::size_t count, DataType dtype,
-                        ReduceOp op, std::span<const void*> srcs) {
-  const int me = channel.rank();
+void allreduce_one_step(ShmChannel& channel, const RegionList& regions, DataType dtype, ReduceOp op,
+                        std::span<const void*> srcs, std::span<const void*> run_srcs) {
+  const int n = channel.size(), me = channel.rank();
+  const std::size_t es = element_size(dtype);
+  std::byte* mine = channel.slot(me);
   channel.acquire_slot();
-  std::memcpy(channel.slot(me), send, count * element_size(dtype));
+  regions.for_each(0, regions.count(), [&](const std::byte* send, std::byte*, std::size_t len, std::size_t pos) {
+    std::memcpy(mine + pos * es, send, len * es);
+  });
   channel.post();
-  for (int j = 0; j < channel.size(); ++j) {
-    if (j == me) {
-      srcs[j] = send;
-    } else {
-      channel.wait_posted(j);
-      srcs[j] = channel.slot(j);
-    }
+  for (int j = 0; j < n; ++j) {
+    if (j != me) channel.wait_posted(j);
+    srcs[j] = channel.slot(j);
   }
-  reduce_many(recv, srcs.data(), channel.size(), count, dtype, op);
+  regions.for_each(0, regions.count(), [&](const std::byte*, std::byte* recv, std::size_t len, std::size_t pos) {
+    for (int j = 0; j < n; ++j) run_srcs[j] = static_cast<const std::byte*>(srcs[j]) + pos * es;
+    reduce_many(recv, run_srcs.data(), n, len, dtype, op);
+  });
   channel.finish_step();
 }
 
 // Large messages: chunk by chunk, each rank reduces the segment it owns.
-void allreduce_pipelined(ShmChannel& channel, const std::byte* send, std::byte* recv, std::size_t count,
-                         DataType dtype, ReduceOp op, std::span<const void*> srcs) {
+void allreduce_pipelined(ShmChannel& channel, const RegionList& regions, DataType dtype, ReduceOp op,
+                         std::span<const void*> srcs, std::span<const void*> run_srcs) {
   const int n = channel.size(), me = channel.rank();
   const std::size_t es = element_size(dtype);
+  const std::size_t count = regions.count();
   const std::size_t chunk = channel.slot_bytes() / es;
   const std::size_t align = std::max<std::size_t>(1, kCacheLine / es);
   auto copy_out = count * es >= kStreamingOutputBytes ? copy_streaming : copy_plain;
   for (std::size_t base = 0; base < count; base += chunk) {
     const std::size_t len = std::min(chunk, count - base);
     std::byte* mine = channel.slot(me);
+    // Where element `pos` of the joint index space sits in a slot of this chunk.
+    auto in_slot = [&](std::byte* slot, std::size_t pos) { return slot + (pos - base) * es; };
 
     channel.acquire_slot();
     for (int d = 1; d < n; ++d) {
       Piece p = piece_of(len, n, (me + d) % n, align);
-      std::memcpy(mine + p.begin * es, send + (base + p.begin) * es, p.size() * es);
+      regions.for_each(base + p.begin, base + p.end,
+                       [&](const std::byte* send, std::byte*, std::size_t run, std::size_t pos) {
+                         std::memcpy(in_slot(mine, pos), send, run * es);
+                       });
     }
     channel.post();
 
     const Piece own = piece_of(len, n, me, align);
     if (own.size() > 0) {
       for (int j = 0; j < n; ++j) {
-        if (j == me) {
-          srcs[j] = send + (base + own.begin) * es;
-        } else {
-          channel.wait_posted(j);
-          srcs[j] = channel.slot(j) + own.begin * es;
-        }
+        if (j != me) channel.wait_posted(j);
+        srcs[j] = channel.slot(j);
       }
-      reduce_many(mine + own.begin * es, srcs.data(), n, own.size(), dtype, op);
+      // Its own contribution is read where it lies, without a copy.
+      regions.for_each(base + own.begin, base + own.end,
+                       [&](const std::byte* send, std::byte*, std::size_t run, std::size_t pos) {
+                         for (int j = 0; j < n; ++j)
+                           run_srcs[j] = j == me ? send : static_cast<const std::byte*>(srcs[j]) + (pos - base) * es;
+                         reduce_many(in_slot(mine, pos), run_srcs.data(), n, run, dtype, op);
+                       });
     }
     channel.post_reduced();
-    copy_out(recv + (base + own.begin) * es, mine + own.begin * es, own.size() * es);
+    auto copy_piece_out = [&](std::byte* slot, const Piece& p) {
+      regions.for_each(base + p.begin, base + p.end,
+                       [&](const std::byte*, std::byte* recv, std::size_t run, std::size_t pos) {
+                         copy_out(recv, in_slot(slot, pos), run * es);
+                       });
+    };
+    copy_piece_out(mine, own);
 
     for (int d = 1; d < n; ++d) {
       const int j = (me + d) % n;
       Piece p = piece_of(len, n, j, align);
       if (p.size() == 0) continue;
       channel.wait_reduced(j);
-      copy_out(recv + (base + p.begin) * es, channel.slot(j) + p.begin * es, p.size() * es);
+      copy_piece_out(channel.slot(j), p);
     }
     channel.finish_step();
   }
@@ -78,14 +95,14 @@ void allreduce_pipelined(ShmChannel& channel, const std::byte* send, std::byte* 
 
 }  // namespace
 
-void allreduce(ShmChannel& channel, const std::byte* send, std::byte* recv, std::size_t count, DataType dtype,
-               ReduceOp op, std::span<const void*> srcs) {
-  const std::size_t bytes = count * element_size(dtype);
+void allreduce(ShmChannel& channel, const RegionList& regions, DataType dtype, ReduceOp op,
+               std::span<const void*> srcs, std::span<const void*> run_srcs) {
+  const std::size_t bytes = regions.count() * element_size(dtype);
   if (bytes == 0) return;
   if (bytes <= channel.small_bytes()) {
-    allreduce_one_step(channel, send, recv, count, dtype, op, srcs);
+    allreduce_one_step(channel, regions, dtype, op, srcs, run_srcs);
   } else {
-    allreduce_pipelined(channel, send, recv, count, dtype, op, srcs);
+    allreduce_pipelined(channel, regions, dtype, op, srcs, run_srcs);
   }
 }
 

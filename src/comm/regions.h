@@ -1,0 +1,69 @@
+// Several (send, recv) buffers of one element type seen as one index space, so
+// that a communicator can allreduce a whole fused batch of tensors without first
+// copying them into one contiguous buffer and back out (the engine's fusion
+// buffer: two extra passes over every gradient of a training step).
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <span>
+#include <vector>
+
+namespace kolo::comm {
+
+struct Region {
+  const void* send = nullptr;
+  void* recv = nullptr;  // may equal send (in place)
+  std::size_t count = 0;  // elements
+};
+
+class RegionList {
+ public:
+  RegionList(std::span<const Region> regions, std::size_t element_size)
+      : regions_(regions), element_size_(element_size) {
+    if (regions.size() == 1) {  // a plain contiguous call: no allocation
+      total_ = regions[0].count;
+      return;
+    }
+    starts_.assign(regions.size() + 1, 0);
+    for (std::size_t i = 0; i < regions.size(); ++i) starts_[i + 1] = starts_[i] + regions[i].count;
+    total_ = starts_.back();
+  }
+
+  // Elements of all regions together.
+  std::size_t count() const { return total_; }
+
+  // Calls fn(send, recv, elements, position) for each maximal run of the elements
+  // [begin, end) that lies in one region, in order; `position` is the run's first
+  // element in the joint index space, send/recv point at it in its region.
+  template <typename Fn>
+  void for_each(std::size_t begin, std::size_t end, Fn&& fn) const {
+    if (begin >= end) return;
+    if (starts_.empty()) {
+      const std::size_t offset = begin * element_size_;
+      fn(static_cast<const std::byte*>(regions_[0].send) + offset, static_cast<std::byte*>(regions_[0].recv) + offset,
+         end - begin, begin);
+      return;
+    }
+    // The region holding `begin`: the last start at or before it (skipping empty ones).
+    std::size_t i = static_cast<std::size_t>(std::upper_bound(starts_.begin(), starts_.end() - 1, begin) -
+                                             starts_.begin()) - 1;
+    for (std::size_t pos = begin; pos < end; ++i) {
+      const std::size_t region_end = starts_[i + 1];
+      if (region_end <= pos) continue;
+      const std::size_t run = std::min(end, region_end) - pos;
+      const std::size_t offset = (pos - starts_[i]) * element_size_;
+      fn(static_cast<const std::byte*>(regions_[i].send) + offset, static_cast<std::byte*>(regions_[i].recv) + offset,
+         run, pos);
+      pos += run;
+    }
+  }
+
+ private:
+  std::span<const Region> regions_;
+  std::size_t element_size_;
+  std::size_t total_ = 0;
+  std::vector<std::size_t> starts_;  // starts_[i]: first element of region i; last: the total (empty for one region)
+};
+
+}  // namespace kolo::comm
