@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Training throughput on this machine, in one run: kolo's synthetic ResNet
 # benchmark with 1 and 2 workers (under kolorun) and PyTorch DistributedDataParallel
-# (gloo) with 1 and 2 workers, same model, batch, image size and threads. Prints
-# each one's 2-worker scaling efficiency and the ratio kolo / DDP.
+# (gloo) with 1 and 2 workers, same model, batch, image size and threads; DDP also
+# with glibc's allocator tuned as kolo::init() tunes it (GLIBC_TUNABLES), so the
+# comparison shows what is kolo's and what is the allocator's. Prints each one's
+# 2-worker scaling efficiency and the ratios kolo / DDP.
 #
 #   bench/run_training_bench.sh [--model resnet50] [--batch-size 32] [--image-size 48]
 #       [--num-warmup-batches 2] [--num-iters 5] [--num-batches-per-iter 2]
@@ -74,7 +76,9 @@ total_img_sec() {
 best() { awk -v a="$1" -v b="$2" 'BEGIN { print (a > b ? a : b) }'; }
 
 echo "== $model, batch $batch_size per worker, ${image_size}x$image_size images, $threads thread(s) per worker" >&2
-kolo1=0 kolo2=0 ddp1=0 ddp2=0
+# The same settings kolo::init() makes with mallopt (src/api/allocator_tuning.cc).
+tuned_malloc=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824
+kolo1=0 kolo2=0 ddp1=0 ddp2=0 tuned1=0 tuned2=0
 for round in $(seq "$repeat"); do
   echo "-- round $round: kolo, 1 worker" >&2
   kolo1=$(best "$kolo1" "$(total_img_sec "$kolorun" -np 1 "$benchmark" "${args[@]}")")
@@ -84,11 +88,16 @@ for round in $(seq "$repeat"); do
   ddp1=$(best "$ddp1" "$(total_img_sec "$python" bench/ddp_synthetic.py --num-proc 1 "${args[@]}")")
   echo "-- round $round: PyTorch DDP (gloo), 2 workers" >&2
   ddp2=$(best "$ddp2" "$(total_img_sec "$python" bench/ddp_synthetic.py --num-proc 2 "${args[@]}")")
+  echo "-- round $round: PyTorch DDP (gloo), malloc tuned, 1 worker" >&2
+  tuned1=$(best "$tuned1" "$(total_img_sec env GLIBC_TUNABLES=$tuned_malloc "$python" bench/ddp_synthetic.py --num-proc 1 "${args[@]}")")
+  echo "-- round $round: PyTorch DDP (gloo), malloc tuned, 2 workers" >&2
+  tuned2=$(best "$tuned2" "$(total_img_sec env GLIBC_TUNABLES=$tuned_malloc "$python" bench/ddp_synthetic.py --num-proc 2 "${args[@]}")")
 done
 
-awk -v k1="$kolo1" -v k2="$kolo2" -v d1="$ddp1" -v d2="$ddp2" -v model="$model" 'BEGIN {
-  printf "\n%-22s %12s %12s %12s\n", model " img/sec", "1 worker", "2 workers", "scaling"
-  printf "%-22s %12.1f %12.1f %11.1f%%\n", "kolo", k1, k2, 100 * k2 / (2 * k1)
-  printf "%-22s %12.1f %12.1f %11.1f%%\n", "PyTorch DDP (gloo)", d1, d2, 100 * d2 / (2 * d1)
-  printf "kolo / DDP with 2 workers: %.2fx\n", k2 / d2
+awk -v k1="$kolo1" -v k2="$kolo2" -v d1="$ddp1" -v d2="$ddp2" -v t1="$tuned1" -v t2="$tuned2" -v model="$model" 'BEGIN {
+  printf "\n%-34s %12s %12s %12s\n", model " img/sec", "1 worker", "2 workers", "scaling"
+  printf "%-34s %12.1f %12.1f %11.1f%%\n", "kolo", k1, k2, 100 * k2 / (2 * k1)
+  printf "%-34s %12.1f %12.1f %11.1f%%\n", "PyTorch DDP (gloo)", d1, d2, 100 * d2 / (2 * d1)
+  printf "%-34s %12.1f %12.1f %11.1f%%\n", "PyTorch DDP (gloo), malloc tuned", t1, t2, 100 * t2 / (2 * t1)
+  printf "kolo / DDP with 2 workers: %.2fx (%.2fx against DDP with the tuned allocator)\n", k2 / d2, k2 / t2
 }'
