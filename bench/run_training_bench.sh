@@ -98,6 +98,6 @@ awk -v k1="$kolo1" -v k2="$kolo2" -v d1="$ddp1" -v d2="$ddp2" -v t1="$tuned1" -v
   printf "\n%-34s %12s %12s %12s\n", model " img/sec", "1 worker", "2 workers", "scaling"
   printf "%-34s %12.1f %12.1f %11.1f%%\n", "kolo", k1, k2, 100 * k2 / (2 * k1)
   printf "%-34s %12.1f %12.1f %11.1f%%\n", "PyTorch DDP (gloo)", d1, d2, 100 * d2 / (2 * d1)
-  printf "%-34s %12.1f %12.1f %11.1f%%\n", "PyTorch DDP (gloo), malloc tuned", t1, t2, 100 * t2 / (2 * t1)
+  printf "%-34s %12.1f %12.1f %11.1f%%\n", "PyTorch DDP (gloo) tuned malloc", t1, t2, 100 * t2 / (2 * t1)
   printf "kolo / DDP with 2 workers: %.2fx (%.2fx against DDP with the tuned allocator)\n", k2 / d2, k2 / t2
 }'

@@ -37,8 +37,10 @@ def parse(lines):
             summary_workers = [int(w) for w in re.findall(r"(\d+) workers?", m.group(1))]
         elif summary_workers and (m := SUMMARY_ROW.match(line)):
             values = [float(v) for v in m.group(2).split()]
+            # gnuplot reads the CSVs with ',' as the separator, quotes or not
+            name = m.group(1).strip().replace(",", "")
             for n, x in zip(summary_workers, values):
-                samples.setdefault((m.group(1).strip(), n), []).append(x)
+                samples.setdefault((name, n), []).append(x)
         elif m := RESULT.match(line):
             samples.setdefault((m.group(1), int(m.group(2))), []).append(float(m.group(3)))
         elif m := HOROVOD.search(line):
