@@ -57,9 +57,10 @@ def find_programs(args):
     def kolorun_argv(n, binary, *flags):
         launcher = [kolorun, "-np", str(n), "--no-tag-output", "--timeout", str(args.timeout)]
         if args.bind:
-            # One core per rank, round robin, as mpirun binds its ranks by default
-            # (kolorun itself leaves placement to the kernel).
-            pin = 'exec taskset -c "$((KOLO_LOCAL_RANK % $(nproc)))" "$0" "$@"'
+            # One core per rank, round robin, as mpirun binds its ranks by default,
+            # also when they outnumber the cores (kolorun then leaves them unbound).
+            # `nproc --all`: a rank kolorun bound sees only its own core in `nproc`.
+            pin = 'exec taskset -c "$((KOLO_LOCAL_RANK % $(nproc --all)))" "$0" "$@"'
             return launcher + ["/bin/sh", "-c", pin, binary, *flags]
         return launcher + [binary, *flags]
 
