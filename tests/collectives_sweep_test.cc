@@ -1,8 +1,8 @@
 // Every collective x every dtype x sizes x job sizes 1-4, checked on every rank
 // against a local reference (exact for integers) and bitwise equal across ranks,
 // then barrier, grouped allreduce and join (tests/harness/collective_suite.h).
-// Forked ranks on this host; kolorun_suite_test.cc runs the same suite across
-// hosts and under mpirun.
+// Forked ranks on this host; kolorun_multihost_test.cc runs the same suite as a
+// program across hosts and under mpirun.
 #include <gtest/gtest.h>
 
 #include <string>

@@ -815,9 +815,11 @@ MpiSuiteRun run_mpi_suite(std::vector<std::string> launcher, const std::vector<s
   return run;
 }
 
-const std::vector<std::string> kMpirun = {"mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "btl",
-                                          "self,vader", "--mca", "btl_vader_single_copy_mechanism", "none",
-                                          "--mca", "oob_tcp_if_include", "lo", "-np", "4"};
+// mpirun ends its ranks on SIGTERM; `timeout` sends it one well before the test's
+// own limit would kill mpirun alone.
+const std::vector<std::string> kMpirun = {
+    "timeout", "-k", "5", "50", "mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "btl", "self,vader",
+    "--mca", "btl_vader_single_copy_mechanism", "none", "--mca", "oob_tcp_if_include", "lo", "-np", "4"};
 
 TEST_F(KolorunMpi, CollectiveSuiteThroughKolorunMpiUsesMpiByDefault) {
   if (!kolo::comm::mpi_available()) GTEST_SKIP() << "kolo is built without MPI";
