@@ -435,6 +435,19 @@ TEST(KolorunSuiteProgram, WrongResultsAreNamedAndFailTheJob) {
   EXPECT_EQ(result.out.find(": passed "), std::string::npos) << result.out;
 }
 
+// KOLO_HOST_ADDR is for jobs across hosts: on one host gloo uses loopback.
+TEST(KolorunHostAddress, OneHostJobGetsNone) {
+  auto result = kolo::testing::run_command(
+      {KOLORUN_PATH, "-np", "2", "sh", "-c", "echo host_addr=${KOLO_HOST_ADDR-unset} launcher=$KOLO_LAUNCHER"}, 10s);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  auto reports = rank_reports(result.out);
+  ASSERT_EQ(reports.size(), 2u) << result.out;
+  for (auto& [rank, report] : reports) {
+    EXPECT_EQ(report["host_addr"], "unset") << "rank " << rank;
+    EXPECT_EQ(report["launcher"], "kolorun") << "rank " << rank;
+  }
+}
+
 TEST(KolorunSuiteProgram, BadArgumentsAreNamed) {
   auto result = kolo::testing::run_command({KOLO_COLLECTIVE_SUITE_PATH, "--large-bytes", "lots"}, 10s);
   EXPECT_EQ(result.exit_code, 2);
