@@ -2,11 +2,15 @@
 // (tests/harness/netns.h) joined by a bridge: ranks started through
 // --launcher-command 'ip netns exec {host}' and through real ssh into a namespace,
 // their places and environment, the store reached from every namespace, failures
-// of a remote rank or host, and bad host lists. Every test checks that nothing is
-// left running in any namespace.
+// of a remote rank or host, the KOLO_HOST_ADDR each host's ranks get, and bad
+// host lists. The public-API collective suite (programs/kolo_collective_suite.cc)
+// runs across the namespace hosts (KolorunSuiteAcrossHosts) and under mpirun and
+// kolorun --mpi (KolorunMpi). Every test checks that nothing is left running in
+// any namespace.
 //
-// Suites that need no namespaces (KolorunHostInput, KolorunRemoteExec, KolorunMpi)
-// run everywhere; the others skip when namespaces cannot be made (not root).
+// Suites that need no namespaces (KolorunHostInput, KolorunRemoteExec, KolorunMpi,
+// KolorunSuiteProgram, KolorunHostAddress) run everywhere; the others skip when
+// namespaces cannot be made (not root).
 #include <gtest/gtest.h>
 #include <pwd.h>
 #include <signal.h>
