@@ -396,7 +396,10 @@ class KolorunSuiteAcrossHosts : public KolorunMultihostTest {
     make_hosts(static_cast<int>(slots.size()), "", /*resolvable_names=*/true);
     int size = 0;
     for (int n : slots) size += n;
-    auto result = run_netns_job(concat(concat({"--timeout", "50", "-H", host_list(slots), "env", "KOLO_LOG_LEVEL=info"},
+    // The hosts share this machine's CPUs: binding each host's ranks to "its"
+    // cores would stack ranks of different hosts on the same core.
+    auto result = run_netns_job(concat(concat({"--timeout", "50", "--bind-to", "none", "-H", host_list(slots), "env",
+                                               "KOLO_LOG_LEVEL=info"},
                                               env),
                                        {KOLO_COLLECTIVE_SUITE_PATH}),
                                 60s);

@@ -116,8 +116,9 @@ std::unique_ptr<comm::Communicator> make_hierarchical(const Topology& t, int gen
 std::unique_ptr<comm::Communicator> make_mpi(const Topology& t, const comm::CommunicatorOptions& options) {
   auto comm = comm::make_mpi_communicator(options);
   if (comm->size() != t.size || comm->rank() != t.rank)
-    throw InvalidArgumentError("the MPI communicator needs the job's ranks to be MPI's, but MPI sees rank " + std::to_string(comm->rank()) + " of " +
-                               std::to_string(comm->size()) + " where the launcher said rank " +
+    throw InvalidArgumentError("the MPI communicator needs the job's ranks to be MPI's, but MPI sees rank " +
+                               std::to_string(comm->rank()) + " of " + std::to_string(comm->size()) +
+                               " where the launcher said rank " +
                                std::to_string(t.rank) + " of " + std::to_string(t.size) +
                                "; start the job with mpirun or kolorun --mpi to use MPI");
   return comm;

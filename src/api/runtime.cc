@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 
+#include "api/allocator_tuning.h"
 #include "api/topology.h"
 #include "api/communicator_choice.h"
 #include "common/env.h"
@@ -74,6 +75,7 @@ std::shared_ptr<engine::Engine> engine() {
 void init() {
   std::lock_guard lock(g_mutex);
   if (g_session) throw InvalidArgumentError("kolo::init() was called twice without kolo::shutdown() in between");
+  detail::tune_allocator_for_training();
   auto session = std::make_unique<Session>();
   session->topology = topology_from_env();
   const Topology& t = session->topology;

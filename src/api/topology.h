@@ -38,8 +38,8 @@ struct Topology {
 };
 
 // Reads the launcher's environment: KOLO_* (kolorun; KOLO_LAUNCHER=mpirun for
-// `kolorun --mpi`) first, then mpirun's, then Slurm's. Without any the process is a job of one. The store comes from
-// KOLO_STORE_ADDR / KOLO_SECRET, or, for mpirun and srun jobs without them, from
+// `kolorun --mpi`) first, then mpirun's, then Slurm's. Without any the process is
+// a job of one. The store comes from KOLO_STORE_ADDR / KOLO_SECRET, or, for mpirun and srun jobs without them, from
 // the rendezvous file (rendezvous_file.h) when KOLO_RENDEZVOUS_FILE is set or a
 // Slurm job spans nodes. Throws InvalidArgumentError naming the variable for
 // missing or inconsistent values.

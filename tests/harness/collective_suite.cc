@@ -47,13 +47,21 @@ void check_reduced_elements(const void* data, std::int64_t first_index, std::int
 }  // namespace
 
 std::vector<std::string> differences_between_ranks(std::uint64_t value, const std::string& what) {
-  std::int64_t mine = static_cast<std::int64_t>(value);
-  Buffer all = kolo::allgather(make_tensor(&mine, 1), {.name = "agree:" + what});
+  return differences_between_ranks(std::vector<std::uint64_t>{value}, {what});
+}
+
+std::vector<std::string> differences_between_ranks(const std::vector<std::uint64_t>& values,
+                                                   const std::vector<std::string>& whats) {
+  const auto count = static_cast<std::int64_t>(values.size());
+  std::vector<std::int64_t> mine(values.begin(), values.end());
+  Buffer all = kolo::allgather(Tensor{mine.data(), DataType::Int64, {1, count}}, {.name = "agree:" + whats.front()});
   std::vector<std::string> problems;
   for (int r = 0; r < kolo::size(); ++r) {
-    if (all.as<std::int64_t>()[r] != mine)
-      problems.push_back(what + " differs between rank " + std::to_string(r) + " and rank " +
-                         std::to_string(kolo::rank()));
+    for (std::int64_t i = 0; i < count; ++i) {
+      if (all.as<std::int64_t>()[r * count + i] != mine[i])
+        problems.push_back(whats[i] + " differs between rank " + std::to_string(r) + " and rank " +
+                           std::to_string(kolo::rank()));
+    }
   }
   return problems;
 }
@@ -70,14 +78,30 @@ std::vector<std::int64_t> suite_sizes(DataType dtype, std::int64_t fusion_thresh
 }
 
 void sweep_allreduce(DataType dtype, std::int64_t count, int salt, SuiteFailures& failures, bool wrong_inputs) {
+  // Every op in flight at once, as a training step submits its tensors.
+  struct InFlight {
+    ReduceOp op;
+    std::string what;
+    std::vector<std::byte> data;
+    Handle handle;
+  };
+  std::vector<InFlight> ops;
   for (ReduceOp op : kAllReduceOps) {
     if (dtype == DataType::Bool && op == ReduceOp::Average) continue;  // rejected, tested elsewhere
-    auto what = label("allreduce", dtype, count) + "." + to_string(op);
-    auto data = make_values(kolo::rank(), count, dtype, wrong_inputs ? salt + 7777 : salt);
-    kolo::allreduce(Tensor{data.data(), dtype, {count}}, {.op = op, .name = what});
-    check_reduced_elements(data.data(), 0, count, dtype, op, salt, what, failures);
-    expect_bitwise_equal_everywhere(data.data(), data.size(), what, failures);
+    auto& flight = ops.emplace_back(
+        InFlight{op, label("allreduce", dtype, count) + "." + to_string(op),
+                 make_values(kolo::rank(), count, dtype, wrong_inputs ? salt + 7777 : salt), Handle{}});
+    flight.handle = kolo::allreduce_async(Tensor{flight.data.data(), dtype, {count}}, {.op = op, .name = flight.what});
   }
+  std::vector<std::uint64_t> hashes;
+  std::vector<std::string> whats;
+  for (auto& flight : ops) {
+    flight.handle.wait();
+    check_reduced_elements(flight.data.data(), 0, count, dtype, flight.op, salt, flight.what, failures);
+    hashes.push_back(fnv1a(flight.data.data(), flight.data.size()));
+    whats.push_back(flight.what);
+  }
+  for (const auto& problem : differences_between_ranks(hashes, whats)) failures.add(problem);
 }
 
 void sweep_allgather(DataType dtype, std::int64_t count, int salt, SuiteFailures& failures) {
@@ -127,6 +151,7 @@ void sweep_alltoall(DataType dtype, std::int64_t count, int salt, SuiteFailures&
   auto what = label("alltoall", dtype, count);
   auto mine = make_values(me, total, dtype, salt);
   Handle h = kolo::alltoall_async(Tensor{mine.data(), dtype, {total}}, splits, {.name = what});
+  h.wait();
   Buffer out = h.take_output();
   std::int64_t offset = 0;
   for (int s = 0; s < n; ++s) {
@@ -153,11 +178,18 @@ void sweep_alltoall(DataType dtype, std::int64_t count, int salt, SuiteFailures&
 void sweep_reducescatter(DataType dtype, std::int64_t count, int salt, SuiteFailures& failures) {
   const int n = kolo::size();
   const int me = kolo::rank();
+  // Both ops in flight at once, from the same input (reducescatter does not write it).
+  auto input = make_values(me, count, dtype, salt);
+  std::vector<std::pair<ReduceOp, Handle>> ops;
   for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Average}) {
     if (dtype == DataType::Bool && op == ReduceOp::Average) continue;
     auto what = label("reducescatter", dtype, count) + "." + to_string(op);
-    auto data = make_values(me, count, dtype, salt);
-    Buffer out = kolo::reducescatter(Tensor{data.data(), dtype, {count}}, op, {.name = what});
+    ops.emplace_back(op, kolo::reducescatter_async(Tensor{input.data(), dtype, {count}}, op, {.name = what}));
+  }
+  for (auto& [op, handle] : ops) {
+    auto what = label("reducescatter", dtype, count) + "." + to_string(op);
+    handle.wait();
+    Buffer out = handle.take_output();
     std::int64_t begin = 0;
     for (int r = 0; r < me; ++r) begin += count / n + (r < count % n ? 1 : 0);
     const std::int64_t mine = count / n + (me < count % n ? 1 : 0);

@@ -2,7 +2,8 @@
 // every rank: every collective x every dtype x sizes {0, 1, 7919, 1 MiB, above the
 // fusion threshold}, each result checked on this rank against the references of
 // values.h (exact for integers) and, where every rank holds the same result,
-// bitwise equal across ranks; then barrier, grouped allreduce and join.
+// bitwise equal across ranks; then barrier, grouped allreduce and join. The
+// allreduces (and reducescatters) of one dtype and size are in flight together.
 //
 // It runs with forked ranks (collectives_sweep_test.cc) and as a program of its
 // own under kolorun or mpirun (programs/kolo_collective_suite.cc), so failures go
@@ -38,6 +39,9 @@ class SuiteFailures {
 // Gathers `value` from every rank (through kolo) and describes each rank that
 // holds another value than this one; empty when all agree.
 std::vector<std::string> differences_between_ranks(std::uint64_t value, const std::string& what);
+// The same for several values at once (one allgather); whats[i] names values[i].
+std::vector<std::string> differences_between_ranks(const std::vector<std::uint64_t>& values,
+                                                   const std::vector<std::string>& whats);
 
 extern const std::vector<DataType> kAllDataTypes;
 extern const std::vector<ReduceOp> kAllReduceOps;

@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include "launch_error.h"
@@ -36,13 +37,13 @@ std::optional<std::string> resolved_ipv4(const std::string& name) {
   return std::string(text);
 }
 
-}  // namespace
-
+// Whether kolorun passes KOLO_HOST_ADDR at all.
 bool passes_host_addresses(const HostPlan& plan, const std::string& network_interface) {
   const char* user_value = std::getenv("KOLO_HOST_ADDR");
   return spans_other_hosts(plan) && network_interface.empty() && user_value == nullptr;
 }
 
+// The address for `host`'s ranks, or nullopt when kolorun knows none.
 std::optional<std::string> reachable_host_address(const std::string& host, const std::string& store_address) {
   if (is_this_host(host)) return store_address;
   const std::string name = host_part(host);
@@ -50,6 +51,8 @@ std::optional<std::string> reachable_host_address(const std::string& host, const
   if (is_ipv4_literal(name)) return name;
   return resolved_ipv4(name);
 }
+
+}  // namespace
 
 std::map<std::string, std::string> host_addresses(const HostPlan& plan, const std::string& store_address,
                                                   const std::string& network_interface) {

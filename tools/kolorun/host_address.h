@@ -14,21 +14,14 @@
 #pragma once
 
 #include <map>
-#include <optional>
 #include <string>
 
 #include "host_plan.h"
 
 namespace kolorun {
 
-// Whether kolorun passes KOLO_HOST_ADDR at all (see above).
-bool passes_host_addresses(const HostPlan& plan, const std::string& network_interface);
-
-// The address for `host`'s ranks, or nullopt when kolorun knows none.
-std::optional<std::string> reachable_host_address(const std::string& host, const std::string& store_address);
-
-// Host -> address for every host of `plan` that has one; empty when
-// passes_host_addresses says no.
+// Host -> address for every host of `plan` that has one (see above); empty when
+// kolorun passes none.
 std::map<std::string, std::string> host_addresses(const HostPlan& plan, const std::string& store_address,
                                                   const std::string& network_interface);
 

@@ -70,6 +70,8 @@ std::vector<LaunchSpec> make_launch_specs(const HostPlan& plan, const std::strin
     spec.argv = command;
     spec.remote = !is_this_host(placement.host);
     spec.env = make_rank_environment(spec.remote ? remote_base : local_base, placement, plan.size, job);
+    // A remote rank's share is chosen on its host, by the kolorun that starts it.
+    if (!spec.remote) spec.cpus = cpus_for_rank(spec.env);
     if (multi_host) {
       spec.host = placement.host;
       spec.label = "rank " + std::to_string(placement.rank) + " on host " + placement.host;
@@ -143,6 +145,7 @@ int run_launcher(const std::vector<std::string>& args) {
   job.secret = kolo::store::make_secret();
   job.network_interface = options.network_interface;
   job.host_addresses = host_addresses(plan, endpoint.address, options.network_interface);
+  job.cpu_binding = cpu_binding_name(options.cpu_binding);
   // Flight records go where the user said, or to a directory of this job's.
   const char* user_flight_dir = std::getenv("KOLO_FLIGHT_RECORDER_DIR");
   job.flight_dir = user_flight_dir && *user_flight_dir ? user_flight_dir : "/tmp/kolo-flight-" + job.job_id;

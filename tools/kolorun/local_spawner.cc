@@ -1,4 +1,5 @@
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -41,6 +42,14 @@ class ExecImage {
     shell_argv_.push_back(path_.data());
     for (std::size_t i = 1; i < storage_.size(); ++i) shell_argv_.push_back(storage_[i].data());
     shell_argv_.push_back(nullptr);
+    CPU_ZERO(&cpus_);
+    for (int cpu : spec.cpus) CPU_SET(cpu, &cpus_);
+    bind_ = !spec.cpus.empty();
+  }
+
+  // Before exec, so that the program's thread pools see the share at startup.
+  void bind_cpus() const {
+    if (bind_) ::sched_setaffinity(0, sizeof(cpus_), &cpus_);  // best effort: unbound still runs
   }
 
   [[noreturn]] void exec(int status_fd) {
@@ -56,6 +65,8 @@ class ExecImage {
   std::string path_;
   std::vector<std::string> storage_, env_storage_;
   std::vector<char*> argv_, envp_, shell_argv_;
+  cpu_set_t cpus_;
+  bool bind_ = false;
 };
 
 [[noreturn]] void run_child(ExecImage& image, pid_t kolorun_pid, int stdin_fd, int stdout_fd, int stderr_fd,
@@ -66,6 +77,7 @@ class ExecImage {
   // kolorun may have died before the line above armed the death signal.
   if (::getppid() != kolorun_pid) ::_exit(kExitNotFound);
   SignalChannel::reset_for_child();
+  image.bind_cpus();
   if (::dup2(stdin_fd, STDIN_FILENO) < 0 || (stdout_fd >= 0 && ::dup2(stdout_fd, STDOUT_FILENO) < 0) ||
       (stderr_fd >= 0 && ::dup2(stderr_fd, STDERR_FILENO) < 0)) {
     int error_number = errno;

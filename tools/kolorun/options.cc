@@ -96,6 +96,10 @@ const std::vector<FlagSpec>& flag_table() {
          if (v.empty()) throw UsageError(name + " needs an interface name such as eth0");
          p.options.network_interface = v;
        }},
+      {{"--bind-to"}, true,
+       [](ParsedCommandLine& p, const std::string& name, const std::string& v) {
+         p.options.cpu_binding = parse_cpu_binding(name, v);
+       }},
       {{"--host-timeout"}, true,
        [](ParsedCommandLine& p, const std::string& name, const std::string& v) {
          p.options.host_timeout = parse_seconds(name, v, false);
@@ -217,6 +221,9 @@ options:
                         store listens on its IPv4 address; ranks get KOLO_IFACE
                         (without it, each host's ranks get KOLO_HOST_ADDR when
                         kolorun knows an address for the host)
+  --bind-to core|none   core (default): each rank on its own equal share of the
+                        CPUs of its host, as mpirun binds; none when the ranks
+                        of a host outnumber its CPUs, or with none
   --host-timeout SECONDS
                         a host silent this long counts as unreachable: the job
                         ends and its ranks are killed there (default 20)

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "cpu_binding.h"
+
 namespace kolorun {
 
 struct LaunchOptions {
@@ -28,6 +30,8 @@ struct LaunchOptions {
   // The interface whose IPv4 address the job's store listens on; passed to the
   // ranks as KOLO_IFACE.
   std::string network_interface;
+  // --bind-to: each local rank on its own share of the CPUs (core), or not (none).
+  CpuBinding cpu_binding = CpuBinding::Core;
   // A host that gives no sign of life for this long counts as unreachable.
   std::chrono::milliseconds host_timeout{20000};
   // Hand the job to mpirun instead of starting the ranks.

@@ -28,6 +28,8 @@ struct LaunchSpec {
   // Who this process is in kolorun's messages ("rank 3 on host h1", "mpirun");
   // empty: "rank N (pid P)".
   std::string label;
+  // The CPUs it may run on (see cpu_binding.h); empty: kolorun's own affinity.
+  std::vector<int> cpus;
 };
 
 // A started rank. It leads its own process group (pgid == pid), so signalling

@@ -49,6 +49,7 @@ std::vector<std::string> make_rank_environment(const std::vector<std::string>& b
       {"KOLO_STORE_ADDR", job.store_addr},
       {"KOLO_SECRET", job.secret},
       {"KOLO_LAUNCHER", job.launcher},
+      {"KOLO_CPU_BIND", job.cpu_binding},
   };
   if (auto address = job.host_addresses.find(rank.host); address != job.host_addresses.end())
     kolo_vars.emplace_back("KOLO_HOST_ADDR", address->second);

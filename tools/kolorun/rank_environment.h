@@ -16,6 +16,7 @@ struct JobIdentity {
   std::string store_addr;  // host:port of the rendezvous store
   std::string secret;      // proves membership to the store; environment only
   std::string network_interface;  // --network-interface, passed on as KOLO_IFACE
+  std::string cpu_binding = "none";  // KOLO_CPU_BIND: "core" or "none" (cpu_binding.h)
   std::string flight_dir;  // KOLO_FLIGHT_RECORDER_DIR for every rank
   // KOLO_HOST_ADDR for the ranks of each host that has an entry (host_address.h).
   std::map<std::string, std::string> host_addresses;

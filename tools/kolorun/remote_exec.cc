@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 
+#include "cpu_binding.h"
 #include "kolo/error.h"
 #include "process_spawner.h"
 #include "program_path.h"
@@ -187,6 +188,7 @@ int start_and_watch(const RemoteSpec& spec, const std::string& early_control, Si
   launch.rank = spec.rank;
   launch.argv = spec.argv;
   launch.env = env;
+  launch.cpus = cpus_for_rank(env);
   UniqueFd dev_null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   try {
     launch.program_path = resolve_program(spec.argv.front());

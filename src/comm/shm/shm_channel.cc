@@ -5,6 +5,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <bit>
 #include <cerrno>
 #include <climits>
 #include <cstring>
@@ -62,10 +63,17 @@ void cpu_relax() {
 #endif
 }
 
-int usable_cpus() {
-  cpu_set_t set;
-  if (::sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
-  return static_cast<int>(std::thread::hardware_concurrency());
+// CPUs any rank of the segment may run on: the union of their affinity masks.
+// Ranks bound to their own cores (kolorun --bind-to core, mpirun) each see one
+// CPU, but together they see as many as there are ranks: not oversubscribed.
+int cpus_of_all_ranks(const RankControl* controls, int size) {
+  int count = 0;
+  for (std::size_t word = 0; word < kCpuMaskWords; ++word) {
+    std::uint64_t bits = 0;
+    for (int r = 0; r < size; ++r) bits |= controls[r].cpus[word];
+    count += std::popcount(bits);
+  }
+  return count;
 }
 
 std::string seconds_text(Clock::duration d) {
@@ -89,7 +97,7 @@ ShmChannel::ShmChannel(JoinedSegment segment, int rank, const CommunicatorOption
       rank_(rank),
       options_(options),
       step_(segment.first_step) {
-  oversubscribed_ = layout_.size > usable_cpus();
+  oversubscribed_ = layout_.size > cpus_of_all_ranks(&control(0), layout_.size);
   spin_budget_ = kSpinBudget;
 }
 

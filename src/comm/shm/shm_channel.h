@@ -29,6 +29,9 @@ class ShmChannel {
   int size() const { return layout_.size; }
   std::size_t slot_bytes() const { return layout_.slot_bytes; }
   std::size_t small_bytes() const { return small_bytes_; }
+  // More ranks than the CPUs they may run on together: a waiter then yields its
+  // CPU at once, since the peer it waits for may be queued behind it.
+  bool ranks_share_cpus() const { return oversubscribed_; }
 
   // The name of the running collective, for error messages.
   void set_operation(const char* name) { operation_ = name; }

@@ -11,8 +11,8 @@ namespace kolo::comm::shm {
 
 inline constexpr std::size_t kCacheLine = 64;
 inline constexpr std::size_t kPageSize = 4096;
-// Written last by rank 0, once the header is complete ("KOL" + layout version 1).
-inline constexpr std::uint32_t kReadyMagic = 0x4b4f4c01;
+// Written last by rank 0, once the header is complete ("KOL" + layout version 2).
+inline constexpr std::uint32_t kReadyMagic = 0x4b4f4c02;
 
 static_assert(std::atomic<std::uint32_t>::is_always_lock_free, "futex words must be plain lock-free 32-bit words");
 
@@ -30,6 +30,8 @@ enum class RankState : std::uint32_t {
 };
 
 inline constexpr std::size_t kReasonBytes = 192;
+// CPUs 0..1023, as a bit set (the size of glibc's cpu_set_t).
+inline constexpr std::size_t kCpuMaskWords = 16;
 
 // Written only by its own rank (except `sleepers`), read by every peer. Each
 // counter has its own cache line so that publishing one does not disturb readers
@@ -45,6 +47,9 @@ struct alignas(kCacheLine) RankControl {
   // 0 (as the segment is created): none, or not known.
   std::atomic<std::int32_t> failed_peer;
   char reason[kReasonBytes];
+  // The CPUs this rank may run on, written before it registers: together the
+  // ranks' masks say whether they share CPUs (and so how a waiter should wait).
+  std::uint64_t cpus[kCpuMaskWords];
 };
 
 struct alignas(kCacheLine) SegmentHeader {

@@ -1,6 +1,7 @@
 #include "comm/shm/shm_segment.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -154,8 +155,26 @@ JoinedSegment attach_segment(const std::string& name, int rank, int size, Clock:
   }
 }
 
+// This process's affinity mask into `mask` (all CPUs when it cannot be read).
+void write_cpu_mask(std::uint64_t (&mask)[kCpuMaskWords]) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const bool known = ::sched_getaffinity(0, sizeof set, &set) == 0;
+  for (std::size_t word = 0; word < kCpuMaskWords; ++word) {
+    std::uint64_t bits = 0;
+    for (std::size_t bit = 0; bit < 64; ++bit) {
+      const std::size_t cpu = word * 64 + bit;
+      if (!known || (cpu < CPU_SETSIZE && CPU_ISSET(cpu, &set))) bits |= std::uint64_t{1} << bit;
+    }
+    mask[word] = bits;
+  }
+}
+
 void register_rank(JoinedSegment& joined, const std::string& name, int rank) {
   RankControl& me = control_of(joined.mapping, joined.layout, rank);
+  // Before the pid: a peer that sees this rank registered (through `attached`,
+  // acquire/release) sees its mask too.
+  write_cpu_mask(me.cpus);
   std::int32_t expected = 0;
   if (!me.pid.compare_exchange_strong(expected, static_cast<std::int32_t>(::getpid()))) {
     throw Error("rank " + std::to_string(rank) + " is already attached to /dev/shm" + name + " by pid " +
