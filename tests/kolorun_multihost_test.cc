@@ -2,11 +2,15 @@
 // (tests/harness/netns.h) joined by a bridge: ranks started through
 // --launcher-command 'ip netns exec {host}' and through real ssh into a namespace,
 // their places and environment, the store reached from every namespace, failures
-// of a remote rank or host, and bad host lists. Every test checks that nothing is
-// left running in any namespace.
+// of a remote rank or host, the KOLO_HOST_ADDR each host's ranks get, and bad
+// host lists. The public-API collective suite (programs/kolo_collective_suite.cc)
+// runs across the namespace hosts (KolorunSuiteAcrossHosts) and under mpirun and
+// kolorun --mpi (KolorunMpi). Every test checks that nothing is left running in
+// any namespace.
 //
-// Suites that need no namespaces (KolorunHostInput, KolorunRemoteExec, KolorunMpi)
-// run everywhere; the others skip when namespaces cannot be made (not root).
+// Suites that need no namespaces (KolorunHostInput, KolorunRemoteExec, KolorunMpi,
+// KolorunSuiteProgram, KolorunHostAddress) run everywhere; the others skip when
+// namespaces cannot be made (not root).
 #include <gtest/gtest.h>
 #include <pwd.h>
 #include <signal.h>
@@ -23,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "comm/mpi/mpi_communicator.h"
 #include "harness/netns.h"
 
 #ifndef KOLORUN_PATH
@@ -64,7 +69,8 @@ const char kReportScript[] =
     "if (exec 3<>/dev/tcp/${KOLO_STORE_ADDR%:*}/${KOLO_STORE_ADDR##*:}) 2>/dev/null; then reach=ok; else reach=no; fi; "
     "echo rank=$KOLO_RANK size=$KOLO_SIZE local=$KOLO_LOCAL_RANK/$KOLO_LOCAL_SIZE "
     "cross=$KOLO_CROSS_RANK/$KOLO_CROSS_SIZE host=$KOLO_HOSTNAME ns=$(ip netns identify) iface=$KOLO_IFACE "
-    "store=$KOLO_STORE_ADDR secret_length=${#KOLO_SECRET} job=$KOLO_JOB_ID cwd=$(pwd) reach=$reach";
+    "store=$KOLO_STORE_ADDR secret_length=${#KOLO_SECRET} job=$KOLO_JOB_ID cwd=$(pwd) reach=$reach "
+    "host_addr=$KOLO_HOST_ADDR launcher=$KOLO_LAUNCHER";
 
 
 std::string read_file(const fs::path& path) {
@@ -135,8 +141,8 @@ class KolorunMultihostTest : public ::testing::Test {
     if (hosts_) expect_hosts_empty(still_allowed_, settle_time_);
   }
 
-  void make_hosts(int count, const std::string& qdisc = "") {
-    hosts_ = std::make_unique<NetnsHosts>(NetnsOptions{count, qdisc});
+  void make_hosts(int count, const std::string& qdisc = "", bool resolvable_names = false) {
+    hosts_ = std::make_unique<NetnsHosts>(NetnsOptions{count, qdisc, resolvable_names});
   }
 
   // "-H h0:2,h1:2" with the namespace names as host names.
@@ -186,6 +192,7 @@ class KolorunMultihostTest : public ::testing::Test {
     EXPECT_EQ(report.at("reach"), "ok") << "rank " << rank << " cannot reach the store at " << report.at("store");
     EXPECT_EQ(report.at("secret_length"), "64");
     EXPECT_EQ(report.at("cwd"), fs::current_path().string());
+    EXPECT_EQ(report.at("launcher"), "kolorun");
   }
 
   std::unique_ptr<NetnsHosts> hosts_;
@@ -212,6 +219,7 @@ TEST_F(KolorunMultihostTest, TwoHostsTwoRanksEachGetTheirPlacesAndReachTheStore)
     stores.insert(report["store"]);
     jobs.insert(report["job"]);
     EXPECT_EQ(report["iface"], NetnsHosts::kInterface);
+    EXPECT_EQ(report["host_addr"], "") << "KOLO_IFACE serves the ranks; no KOLO_HOST_ADDR beside it";
   }
   ASSERT_EQ(stores.size(), 1u);
   EXPECT_EQ(stores.begin()->rfind(hosts_->address(0) + ":", 0), 0u) << "the store listens on host 0's kolo0";
@@ -262,6 +270,40 @@ TEST_F(KolorunMultihostTest, WithoutNetworkInterfaceTheStoreUsesAnAddressTheHost
   EXPECT_EQ(reports[1]["reach"], "ok");
   EXPECT_EQ(reports[1]["iface"], "");
   EXPECT_NE(result.err.find("the address of kolo0"), std::string::npos) << result.err;
+  // Neither host name resolves, so kolorun knows no address for them.
+  EXPECT_EQ(reports[0]["host_addr"], "");
+  EXPECT_EQ(reports[1]["host_addr"], "");
+}
+
+TEST_F(KolorunMultihostTest, RanksGetTheAddressTheirHostNameResolvesTo) {
+  make_hosts(3, "", /*resolvable_names=*/true);
+  auto result = run_netns_job({"--verbose", "-H", host_list({2, 1, 1}), "bash", "-c", kReportScript});
+  ASSERT_EQ(result.exit_code, 0) << result.err << result.out;
+  auto reports = rank_reports(result.out);
+  ASSERT_EQ(reports.size(), 4u) << result.out;
+  const int host_of[] = {0, 0, 1, 2};
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(reports[r]["host_addr"], hosts_->address(host_of[r])) << "rank " << r;
+    EXPECT_EQ(reports[r]["ns"], hosts_->name(host_of[r])) << "rank " << r;
+    EXPECT_EQ(reports[r]["reach"], "ok") << "rank " << r;
+  }
+  EXPECT_EQ(reports[3]["store"].rfind(hosts_->address(0) + ":", 0), 0u) << reports[3]["store"];
+  // Every namespace host is another host to kolorun, host 0 included.
+  EXPECT_NE(result.err.find("this host's address toward " + hosts_->name(0)), std::string::npos) << result.err;
+}
+
+TEST_F(KolorunMultihostTest, KoloHostAddrSetByTheUserIsPassedUnchanged) {
+  make_hosts(2, "", /*resolvable_names=*/true);
+  const std::string chosen = hosts_->unused_address();
+  auto result = kolo::testing::run_command(
+      concat(hosts_->exec_prefix(0), {"env", "KOLO_HOST_ADDR=" + chosen, KOLORUN_PATH, "--launcher-command",
+                                      "ip netns exec {host}", "-H", host_list({1, 1}), "bash", "-c", kReportScript}),
+      20s);
+  ASSERT_EQ(result.exit_code, 0) << result.err << result.out;
+  auto reports = rank_reports(result.out);
+  ASSERT_EQ(reports.size(), 2u) << result.out;
+  EXPECT_EQ(reports[0]["host_addr"], chosen);
+  EXPECT_EQ(reports[1]["host_addr"], chosen);
 }
 
 TEST_F(KolorunMultihostTest, RemoteRankFailureEndsTheJobAndNamesRankAndHost) {
@@ -338,6 +380,89 @@ TEST_F(KolorunMultihostTest, SecretIsNeverOnACommandLine) {
     EXPECT_EQ(cmdline.find(secret), std::string::npos) << "the secret is on the command line of " << entry.path();
   }
   EXPECT_EQ(kolorun.wait(10s).exit_code, 0);
+}
+
+// ---------------------------------------------------------------------------
+// The public-API collective suite (tests/programs/kolo_collective_suite.cc: every
+// collective x dtype x size, barrier, grouped allreduce, join) in jobs across the
+// namespace hosts. The host names resolve and no --network-interface is given, so
+// the ranks reach each other only through the KOLO_HOST_ADDR kolorun gives them.
+
+class KolorunSuiteAcrossHosts : public KolorunMultihostTest {
+ protected:
+  // kolorun in host 0 runs the suite with `slots` ranks per host; `env` goes to
+  // the ranks. Expects every rank to pass and rank 0 to have chosen `communicator`.
+  void run_suite(const std::vector<int>& slots, const std::vector<std::string>& env, const std::string& communicator) {
+    make_hosts(static_cast<int>(slots.size()), "", /*resolvable_names=*/true);
+    int size = 0;
+    for (int n : slots) size += n;
+    // The hosts share this machine's CPUs: binding each host's ranks to "its"
+    // cores would stack ranks of different hosts on the same core.
+    auto result = run_netns_job(concat(concat({"--timeout", "50", "--bind-to", "none", "-H", host_list(slots), "env",
+                                               "KOLO_LOG_LEVEL=info"},
+                                              env),
+                                       {KOLO_COLLECTIVE_SUITE_PATH}),
+                                60s);
+    RecordProperty("seconds", std::to_string(result.elapsed.count() / 1000.0));
+    ASSERT_EQ(result.exit_code, 0) << result.err << result.out;
+    for (int r = 0; r < size; ++r)
+      EXPECT_NE(result.out.find("[" + std::to_string(r) + "]<stdout>:rank " + std::to_string(r) + " of " +
+                                std::to_string(size) + ": passed"),
+                std::string::npos)
+          << result.out;
+    const std::string choice = "communicator: " + communicator + " (" + std::to_string(size) + " ranks on " +
+                               std::to_string(slots.size()) + " host(s), started by kolorun)";
+    EXPECT_NE(result.err.find(choice), std::string::npos) << result.err;
+  }
+};
+
+TEST_F(KolorunSuiteAcrossHosts, TwoHostsTwoRanksEachHierarchical) { run_suite({2, 2}, {}, "hierarchical"); }
+
+TEST_F(KolorunSuiteAcrossHosts, TwoHostsTwoRanksEachFlatGloo) {
+  run_suite({2, 2}, {"KOLO_HIERARCHICAL=0"}, "gloo");
+}
+
+TEST_F(KolorunSuiteAcrossHosts, ThreeHostsOneRankEach) { run_suite({1, 1, 1}, {}, "hierarchical"); }
+
+// The suite program itself, on this host: a wrong result is reported per
+// operation on every rank, and the job fails.
+TEST(KolorunSuiteProgram, WrongResultsAreNamedAndFailTheJob) {
+  auto result = kolo::testing::run_command({KOLORUN_PATH, "-np", "2", "--timeout", "30", "env",
+                                            "KOLO_FUSION_THRESHOLD=1K", KOLO_COLLECTIVE_SUITE_PATH, "--large-bytes",
+                                            "4096", "--wrong-inputs-on-rank", "1"},
+                                           40s);
+  EXPECT_EQ(result.exit_code, 1) << result.err;
+  for (const std::string rank : {"0", "1"}) {
+    const std::string prefix = "[" + rank + "]<stderr>:kolo_collective_suite: rank " + rank + ": ";
+    EXPECT_NE(result.err.find(prefix + "allreduce.uint8.7919.sum (sum) element "), std::string::npos) << result.err;
+    EXPECT_NE(result.err.find(prefix + "allreduce.float32.7919.max: "), std::string::npos) << result.err;
+    EXPECT_NE(result.err.find(" checks failed"), std::string::npos) << result.err;
+  }
+  EXPECT_NE(result.err.find("exited with code 1"), std::string::npos) << result.err;
+  EXPECT_EQ(result.out.find(": passed "), std::string::npos) << result.out;
+}
+
+// KOLO_HOST_ADDR is for jobs across hosts: on one host gloo uses loopback.
+TEST(KolorunHostAddress, OneHostJobGetsNone) {
+  auto result = kolo::testing::run_command(
+      {KOLORUN_PATH, "-np", "2", "sh", "-c", "echo host_addr=${KOLO_HOST_ADDR-unset} launcher=$KOLO_LAUNCHER"}, 10s);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  auto reports = rank_reports(result.out);
+  ASSERT_EQ(reports.size(), 2u) << result.out;
+  for (auto& [rank, report] : reports) {
+    EXPECT_EQ(report["host_addr"], "unset") << "rank " << rank;
+    EXPECT_EQ(report["launcher"], "kolorun") << "rank " << rank;
+  }
+}
+
+TEST(KolorunSuiteProgram, BadArgumentsAreNamed) {
+  auto result = kolo::testing::run_command({KOLO_COLLECTIVE_SUITE_PATH, "--large-bytes", "lots"}, 10s);
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_NE(result.err.find("kolo_collective_suite: "), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find("--large-bytes"), std::string::npos) << result.err;
+  result = kolo::testing::run_command({KOLO_COLLECTIVE_SUITE_PATH, "--frobnicate", "1"}, 10s);
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_NE(result.err.find("unknown argument '--frobnicate'"), std::string::npos) << result.err;
 }
 
 // ---------------------------------------------------------------------------
@@ -450,8 +575,12 @@ TEST_F(KolorunSshTest, RanksStartOverSshAndReachTheStore) {
     EXPECT_EQ(reports[r]["secret_length"], "64");
     EXPECT_EQ(reports[r]["cwd"], fs::current_path().string());
   }
-  // No --network-interface: the store is on host 0's address toward host 1.
+  // No --network-interface: the store is on host 0's address toward host 1, and
+  // the ranks of this host use it too; host 1's ranks get the address it was named by.
   EXPECT_EQ(reports[2]["store"].rfind(hosts_->address(0) + ":", 0), 0u) << reports[2]["store"];
+  EXPECT_EQ(reports[0]["host_addr"], hosts_->address(0));
+  EXPECT_EQ(reports[1]["host_addr"], hosts_->address(1));
+  EXPECT_EQ(reports[2]["host_addr"], hosts_->address(1));
   EXPECT_EQ(reports[0]["cross"], "0/2");
   EXPECT_EQ(reports[1]["cross"], "1/2");
 }
@@ -670,15 +799,81 @@ TEST_F(KolorunMpi, RanksGetKoloEnvironmentFromMpirun) {
   auto result = kolo::testing::run_command(
       {KOLORUN_PATH, "--mpi", "-np", "2", "sh", "-c",
        "echo mpi=$OMPI_COMM_WORLD_RANK kolo=$KOLO_RANK/$KOLO_SIZE local=$KOLO_LOCAL_RANK/$KOLO_LOCAL_SIZE "
-       "cross=$KOLO_CROSS_RANK/$KOLO_CROSS_SIZE secret_length=${#KOLO_SECRET} store=$KOLO_STORE_ADDR"},
+       "cross=$KOLO_CROSS_RANK/$KOLO_CROSS_SIZE secret_length=${#KOLO_SECRET} launcher=$KOLO_LAUNCHER "
+       "store=$KOLO_STORE_ADDR"},
       60s);
   ASSERT_EQ(result.exit_code, 0) << result.err << result.out;
   std::set<std::string> lines;
   for (const auto& line : lines_of(result.out)) lines.insert(std::regex_replace(line, std::regex(" store=127\\.0\\.0\\.1:[0-9]+$"), ""));
   EXPECT_EQ(lines, (std::set<std::string>{
-                       "[1,0]<stdout>:mpi=0 kolo=0/2 local=0/2 cross=0/1 secret_length=64",
-                       "[1,1]<stdout>:mpi=1 kolo=1/2 local=1/2 cross=0/1 secret_length=64"}))
+                       "[1,0]<stdout>:mpi=0 kolo=0/2 local=0/2 cross=0/1 secret_length=64 launcher=mpirun",
+                       "[1,1]<stdout>:mpi=1 kolo=1/2 local=1/2 cross=0/1 secret_length=64 launcher=mpirun"}))
       << result.out;
+}
+
+// The collective suite in an MPI job of 4 ranks: kolorun --mpi, or mpirun alone.
+// Rank 0 logs the communicator it chose. `small`: a quick run (4 KiB sizes) for
+// tests about the choice rather than the collectives.
+struct MpiSuiteRun {
+  Subprocess::Result result;
+  std::string communicator_line;  // "communicator: mpi (4 ranks ...)" or ""
+  int passed = 0;                 // ranks that printed "passed"
+};
+
+MpiSuiteRun run_mpi_suite(std::vector<std::string> launcher, const std::vector<std::string>& env, bool small = false) {
+  launcher.insert(launcher.end(), {"env", "KOLO_LOG_LEVEL=info"});
+  launcher.insert(launcher.end(), env.begin(), env.end());
+  if (small) launcher.push_back("KOLO_FUSION_THRESHOLD=1K");
+  launcher.push_back(KOLO_COLLECTIVE_SUITE_PATH);
+  if (small) launcher.insert(launcher.end(), {"--large-bytes", "4096"});
+  MpiSuiteRun run;
+  run.result = kolo::testing::run_command(launcher, 60s);
+  static const std::regex choice(R"(communicator: \S+ \(.*\))");
+  std::smatch match;
+  if (std::regex_search(run.result.err, match, choice)) run.communicator_line = match[0].str();
+  for (const auto& line : lines_of(run.result.out)) run.passed += line.find(": passed ") != std::string::npos;
+  return run;
+}
+
+// mpirun ends its ranks on SIGTERM; `timeout` sends it one well before the test's
+// own limit would kill mpirun alone.
+const std::vector<std::string> kMpirun = {
+    "timeout", "-k", "5", "50", "mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "btl", "self,vader",
+    "--mca", "btl_vader_single_copy_mechanism", "none", "--mca", "oob_tcp_if_include", "lo", "-np", "4"};
+
+TEST_F(KolorunMpi, CollectiveSuiteThroughKolorunMpiUsesMpiByDefault) {
+  if (!kolo::comm::mpi_available()) GTEST_SKIP() << "kolo is built without MPI";
+  auto run = run_mpi_suite({KOLORUN_PATH, "--mpi", "-np", "4", "--timeout", "50"}, {});
+  RecordProperty("seconds", std::to_string(run.result.elapsed.count() / 1000.0));
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.err << run.result.out;
+  EXPECT_EQ(run.passed, 4) << run.result.out;
+  EXPECT_EQ(run.communicator_line, "communicator: mpi (4 ranks on 1 host(s), started by kolorun --mpi)")
+      << run.result.err;
+}
+
+TEST_F(KolorunMpi, KolorunMpiTakesTheBackendKoloBackendNames) {
+  if (!kolo::comm::mpi_available()) GTEST_SKIP() << "kolo is built without MPI";
+  for (const std::string backend : {"shm", "gloo"}) {
+    auto run = run_mpi_suite({KOLORUN_PATH, "--mpi", "-np", "4", "--timeout", "50"}, {"KOLO_BACKEND=" + backend},
+                             /*small=*/true);
+    ASSERT_EQ(run.result.exit_code, 0) << run.result.err << run.result.out;
+    EXPECT_EQ(run.passed, 4) << run.result.out;
+    EXPECT_EQ(run.communicator_line,
+              "communicator: " + backend + " (4 ranks on 1 host(s), started by kolorun --mpi)")
+        << run.result.err;
+  }
+}
+
+TEST_F(KolorunMpi, CollectiveSuiteUnderMpirunAlone) {
+  if (!kolo::comm::mpi_available()) GTEST_SKIP() << "kolo is built without MPI";
+  // The default backend chooses MPI; KOLO_BACKEND=mpi asks for it.
+  for (const std::string env : {"KOLO_BACKEND=auto", "KOLO_BACKEND=mpi"}) {
+    auto run = run_mpi_suite(kMpirun, {env}, /*small=*/env == "KOLO_BACKEND=mpi");
+    ASSERT_EQ(run.result.exit_code, 0) << env << "\n" << run.result.err << run.result.out;
+    EXPECT_EQ(run.passed, 4) << run.result.out;
+    EXPECT_EQ(run.communicator_line, "communicator: mpi (4 ranks on 1 host(s), started by mpirun)")
+        << env << "\n" << run.result.err;
+  }
 }
 
 TEST_F(KolorunMpi, FailingRankFailsTheJob) {

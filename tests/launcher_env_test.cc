@@ -28,7 +28,7 @@ using namespace std::chrono_literals;
 
 void clear_kolo_env() {
   for (const char* name : {"KOLO_RANK", "KOLO_SIZE", "KOLO_LOCAL_RANK", "KOLO_LOCAL_SIZE", "KOLO_CROSS_RANK",
-                           "KOLO_CROSS_SIZE", "KOLO_JOB_ID", "KOLO_STORE_ADDR", "KOLO_SECRET"})
+                           "KOLO_CROSS_SIZE", "KOLO_JOB_ID", "KOLO_STORE_ADDR", "KOLO_SECRET", "KOLO_LAUNCHER"})
     unsetenv(name);
 }
 
@@ -144,6 +144,32 @@ TEST(LauncherEnv, KolorunVariablesWinOverMpirunOnes) {
     Topology t = topology_from_env();
     EXPECT_EQ(t.launcher, Launcher::Kolorun);
     EXPECT_EQ(t.size, 1);
+  });
+}
+
+TEST(LauncherEnv, KolorunMpiRanksAreKnownByKoloLauncher) {
+  // kolorun --mpi: KOLO_* from kolorun's plan, the processes from mpirun.
+  in_child({{"KOLO_RANK", "1"}, {"KOLO_SIZE", "2"}, {"KOLO_JOB_ID", "j"}, {"KOLO_LAUNCHER", "mpirun"},
+            {"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"}},
+           [] {
+             Topology t = topology_from_env();
+             EXPECT_EQ(t.launcher, Launcher::KolorunMpi);
+             EXPECT_TRUE(started_by_mpirun(t.launcher));
+             EXPECT_EQ(t.rank, 1);
+             EXPECT_STREQ(to_string(t.launcher), "kolorun --mpi");
+           });
+  in_child({{"KOLO_RANK", "0"}, {"KOLO_SIZE", "1"}, {"KOLO_LAUNCHER", "kolorun"}}, [] {
+    Topology t = topology_from_env();
+    EXPECT_EQ(t.launcher, Launcher::Kolorun);
+    EXPECT_FALSE(started_by_mpirun(t.launcher));
+  });
+  in_child({{"KOLO_RANK", "0"}, {"KOLO_SIZE", "1"}, {"KOLO_LAUNCHER", "srun"}}, [] {
+    try {
+      topology_from_env();
+      ADD_FAILURE() << "no error";
+    } catch (const InvalidArgumentError& e) {
+      EXPECT_NE(std::string(e.what()).find("KOLO_LAUNCHER='srun'"), std::string::npos) << e.what();
+    }
   });
 }
 

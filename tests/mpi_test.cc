@@ -35,6 +35,7 @@
 #include "api/topology.h"
 #include "common/reduce.h"
 #include "harness/agreement.h"
+#include "harness/collective_suite.h"
 #include "harness/values.h"
 #include "kolo/error.h"
 #include "kolo/kolo.h"
@@ -150,59 +151,17 @@ TEST(MpiWorker, BootstrapFromMpirunEnvironment) {
 
 TEST(MpiWorker, PublicApiCollectives) {
   KOLO_ONLY_UNDER_MPIRUN();
+  // The harness's collective suite at moderate sizes (the fusion threshold
+  // lowered below the largest); kolorun_multihost_test.cc runs it whole under
+  // mpirun and kolorun --mpi.
+  constexpr std::int64_t kFusionThreshold = 4 * 1024;
+  setenv("KOLO_FUSION_THRESHOLD", std::to_string(kFusionThreshold).c_str(), 1);
   kolo::init();
-  const int n = kolo::size(), me = kolo::rank();
-  EXPECT_EQ(n, std::atoi(std::getenv("OMPI_COMM_WORLD_SIZE")));
+  EXPECT_EQ(kolo::size(), std::atoi(std::getenv("OMPI_COMM_WORLD_SIZE")));
   EXPECT_EQ(kolo::local_rank(), std::atoi(std::getenv("OMPI_COMM_WORLD_LOCAL_RANK")));
-  const DataType types[] = {DataType::UInt8, DataType::Int8,     DataType::Int32,   DataType::Int64, DataType::Float16,
-                            DataType::BFloat16, DataType::Float32, DataType::Float64, DataType::Bool};
-  int salt = 0;
-  for (DataType dtype : types) {
-    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Average, ReduceOp::Min, ReduceOp::Max, ReduceOp::Product}) {
-      if (dtype == DataType::Bool && op == ReduceOp::Average) continue;
-      for (std::int64_t count : {std::int64_t{0}, std::int64_t{1}, std::int64_t{7919}, std::int64_t{300001}}) {
-        ++salt;
-        std::string what = std::string("allreduce.") + to_string(dtype) + "." + to_string(op) + "." +
-                           std::to_string(count);
-        auto data = testing::make_values(me, count, dtype, salt);
-        kolo::allreduce(Tensor{data.data(), dtype, {count}}, {.op = op, .name = what});
-        for (std::int64_t i = 0; i < count; i += 97) {
-          double want = testing::expected_reduction(n, i, dtype, op, salt);
-          ASSERT_LE(std::fabs(testing::read_element(data.data(), dtype, i) - want), testing::tolerance(dtype, want))
-              << what << " element " << i;
-        }
-        testing::expect_bitwise_equal_everywhere(data.data(), data.size(), what);
-      }
-    }
-    // allgather with rank-dependent first dimensions, broadcast from the last rank.
-    auto mine = testing::make_values(me, 3 * (me + 1), dtype, salt);
-    Buffer all = kolo::allgather(Tensor{mine.data(), dtype, {me + 1, 3}}, {.name = std::string("ag.") + to_string(dtype)});
-    std::size_t offset = 0;
-    for (int r = 0; r < n; ++r) {
-      auto theirs = testing::make_values(r, 3 * (r + 1), dtype, salt);
-      ASSERT_EQ(0, std::memcmp(static_cast<const std::byte*>(all.data()) + offset, theirs.data(), theirs.size()));
-      offset += theirs.size();
-    }
-    auto data = testing::make_values(me, 1001, dtype, salt);
-    kolo::broadcast(Tensor{data.data(), dtype, {1001}}, n - 1, {.name = std::string("bc.") + to_string(dtype)});
-    EXPECT_EQ(data, testing::make_values(n - 1, 1001, dtype, salt));
-  }
-  // alltoall with uneven splits, reducescatter, barrier.
-  std::vector<std::int64_t> splits;
-  std::vector<std::int32_t> send;
-  for (int d = 0; d < n; ++d) {
-    splits.push_back(me + d + 1);
-    for (int k = 0; k < me + d + 1; ++k) send.push_back(me * 1000 + d * 10 + k);
-  }
-  Buffer got = kolo::alltoall(kolo::make_tensor(send.data(), static_cast<std::int64_t>(send.size())), splits, {.name = "a2a"});
-  std::size_t at = 0;
-  for (int s = 0; s < n; ++s) {
-    for (int k = 0; k < s + me + 1; ++k) ASSERT_EQ(got.as<std::int32_t>()[at++], s * 1000 + me * 10 + k);
-  }
-  std::vector<float> values(4 * n, static_cast<float>(me));
-  Buffer part = kolo::reducescatter(kolo::make_tensor(values.data(), 4 * n), ReduceOp::Sum, {.name = "rs"});
-  for (int i = 0; i < 4; ++i) EXPECT_EQ(part.as<float>()[i], n * (n - 1) / 2.0f);
-  kolo::barrier();
+  testing::SuiteFailures failures([](const std::string& message) { ADD_FAILURE() << message; });
+  testing::sweep_every_collective({.fusion_threshold = kFusionThreshold, .large_bytes = 64 * 1024}, failures);
+  testing::check_barrier_grouped_and_join(failures);
   kolo::shutdown();
 }
 

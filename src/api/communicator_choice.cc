@@ -116,10 +116,11 @@ std::unique_ptr<comm::Communicator> make_hierarchical(const Topology& t, int gen
 std::unique_ptr<comm::Communicator> make_mpi(const Topology& t, const comm::CommunicatorOptions& options) {
   auto comm = comm::make_mpi_communicator(options);
   if (comm->size() != t.size || comm->rank() != t.rank)
-    throw InvalidArgumentError("KOLO_BACKEND=mpi, but MPI sees rank " + std::to_string(comm->rank()) + " of " +
-                               std::to_string(comm->size()) + " where the launcher said rank " +
+    throw InvalidArgumentError("the MPI communicator needs the job's ranks to be MPI's, but MPI sees rank " +
+                               std::to_string(comm->rank()) + " of " + std::to_string(comm->size()) +
+                               " where the launcher said rank " +
                                std::to_string(t.rank) + " of " + std::to_string(t.size) +
-                               "; start the job with mpirun to use MPI");
+                               "; start the job with mpirun or kolorun --mpi to use MPI");
   return comm;
 }
 
@@ -140,7 +141,7 @@ std::unique_ptr<comm::Communicator> choose(const Topology& t, int generation, st
       return make_flat_gloo(t, generation, store, options);
     case Backend::Auto: break;
   }
-  if (t.launcher == Launcher::Mpirun && comm::mpi_available()) return make_mpi(t, options);
+  if (started_by_mpirun(t.launcher) && comm::mpi_available()) return make_mpi(t, options);
   if (hierarchical.value_or(t.cross_size > 1)) return make_hierarchical(t, generation, store, options, forced);
   if (t.cross_size > 1) return make_flat_gloo(t, generation, store, options);
   return comm::make_shm_communicator(t.rank, t.size, t.job_id + "-" + std::to_string(generation), options);

@@ -23,9 +23,19 @@ void check_below(const std::string& index_name, int index, const std::string& si
                                std::to_string(size));
 }
 
+// kolorun sets KOLO_LAUNCHER=kolorun for the ranks it starts and
+// KOLO_LAUNCHER=mpirun for those that mpirun starts for it (--mpi); anything that
+// sets KOLO_RANK by hand is taken as kolorun.
+Launcher kolorun_launcher() {
+  const std::string launcher = env::get_string("KOLO_LAUNCHER", "kolorun");
+  if (launcher == "kolorun") return Launcher::Kolorun;
+  if (launcher == "mpirun") return Launcher::KolorunMpi;
+  throw InvalidArgumentError("KOLO_LAUNCHER='" + launcher + "' is not one of kolorun, mpirun");
+}
+
 Topology from_kolorun_env() {
   Topology t;
-  t.launcher = Launcher::Kolorun;
+  t.launcher = kolorun_launcher();
   t.rank = require_int("KOLO_RANK", 0);
   if (!env::get("KOLO_SIZE")) throw InvalidArgumentError("KOLO_RANK is set but KOLO_SIZE is not");
   t.size = require_int("KOLO_SIZE", 1);
@@ -91,6 +101,7 @@ const char* to_string(Launcher launcher) {
   switch (launcher) {
     case Launcher::None: return "none";
     case Launcher::Kolorun: return "kolorun";
+    case Launcher::KolorunMpi: return "kolorun --mpi";
     case Launcher::Mpirun: return "mpirun";
     case Launcher::Srun: return "srun";
   }

@@ -9,11 +9,20 @@ namespace kolo {
 enum class Launcher {
   None,     // no launcher: a job of one
   Kolorun,  // KOLO_RANK, KOLO_SIZE, ... (kolorun, or anything that sets them)
+  // `kolorun --mpi`: mpirun started the processes (so MPI_COMM_WORLD is the job)
+  // and kolorun's rank wrapper set KOLO_RANK, ... and KOLO_LAUNCHER=mpirun.
+  KolorunMpi,
   Mpirun,   // OpenMPI's mpirun (OMPI_COMM_WORLD_*) or MPICH's hydra (PMI_*, MPI_LOCAL*)
   Srun,     // Slurm (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NODEID, ...)
 };
 
 const char* to_string(Launcher launcher);
+
+// mpirun started every process of the job (directly or for `kolorun --mpi`), so
+// that MPI_COMM_WORLD holds exactly the job's ranks.
+inline bool started_by_mpirun(Launcher launcher) {
+  return launcher == Launcher::Mpirun || launcher == Launcher::KolorunMpi;
+}
 
 struct Topology {
   int rank = 0;
@@ -28,9 +37,9 @@ struct Topology {
   std::string secret;      // proves membership of the job to the store
 };
 
-// Reads the launcher's environment: KOLO_* (kolorun) first, then mpirun's, then
-// Slurm's. Without any the process is a job of one. The store comes from
-// KOLO_STORE_ADDR / KOLO_SECRET, or, for mpirun and srun jobs without them, from
+// Reads the launcher's environment: KOLO_* (kolorun; KOLO_LAUNCHER=mpirun for
+// `kolorun --mpi`) first, then mpirun's, then Slurm's. Without any the process is
+// a job of one. The store comes from KOLO_STORE_ADDR / KOLO_SECRET, or, for mpirun and srun jobs without them, from
 // the rendezvous file (rendezvous_file.h) when KOLO_RENDEZVOUS_FILE is set or a
 // Slurm job spans nodes. Throws InvalidArgumentError naming the variable for
 // missing or inconsistent values.

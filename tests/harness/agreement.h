@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "harness/collective_suite.h"
 #include "harness/values.h"
 #include "kolo/kolo.h"
 
@@ -13,10 +14,7 @@ namespace kolo::testing {
 
 // Gathers `value` from every rank (through kolo itself) and expects all equal.
 inline void expect_same_everywhere(std::uint64_t value, const std::string& what) {
-  std::int64_t mine = static_cast<std::int64_t>(value);
-  Buffer all = kolo::allgather(make_tensor(&mine, 1), {.name = "agree:" + what});
-  for (int r = 0; r < kolo::size(); ++r)
-    EXPECT_EQ(all.as<std::int64_t>()[r], mine) << what << " differs between rank " << r << " and rank " << kolo::rank();
+  for (const auto& problem : differences_between_ranks(value, what)) ADD_FAILURE() << problem;
 }
 
 // The bytes of a tensor are identical on every rank.

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -25,6 +26,8 @@ using namespace std::chrono_literals;
 
 constexpr char kNamePrefix[] = "kolo-";
 const fs::path kNetnsDir = "/run/netns";
+// Files 'ip netns exec NAME' bind-mounts over /etc inside the namespace.
+const fs::path kNetnsEtcDir = "/etc/netns";
 
 
 std::string describe(const std::vector<std::string>& argv) {
@@ -57,6 +60,20 @@ void kill_and_delete(const std::string& name) {
     std::this_thread::sleep_for(20ms);
   }
   run_command({"ip", "netns", "delete", name}, 5s);
+  std::error_code ec;
+  fs::remove_all(kNetnsEtcDir / name, ec);
+}
+
+// Every host's /etc/hosts: localhost plus each host's name and address.
+void write_hosts_files(const std::vector<std::string>& names, const std::vector<std::string>& addresses) {
+  std::string table = "127.0.0.1 localhost\n";
+  for (std::size_t i = 0; i < names.size(); ++i) table += addresses[i] + " " + names[i] + "\n";
+  for (const auto& name : names) {
+    fs::create_directories(kNetnsEtcDir / name);
+    std::ofstream file(kNetnsEtcDir / name / "hosts");
+    file << table;
+    if (!file.flush()) throw std::runtime_error("cannot write " + (kNetnsEtcDir / name / "hosts").string());
+  }
 }
 
 std::vector<std::string> tc_qdisc_command(const std::string& ns, const std::string& dev, const std::string& qdisc) {
@@ -78,17 +95,21 @@ std::string random_hex(int digits) {
 
 
 void remove_stale_namespaces() {
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(kNetnsDir, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind(kNamePrefix, 0) != 0) continue;
-    // kolo-<pid>-...: only namespaces whose creator is gone, so that tests running
-    // in parallel keep theirs.
-    pid_t creator = 0;
-    std::istringstream digits(name.substr(sizeof(kNamePrefix) - 1));
-    if (!(digits >> creator) || creator <= 0 || process_alive(creator)) continue;
-    kill_and_delete(name);
+  // A namespace's /etc/netns folder may outlive it when a run died in between.
+  std::set<std::string> stale;
+  for (const fs::path& dir : {kNetnsDir, kNetnsEtcDir}) {
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+      const std::string name = entry.path().filename().string();
+      if (name.rfind(kNamePrefix, 0) != 0) continue;
+      // kolo-<pid>-...: only namespaces whose creator is gone, so that tests
+      // running in parallel keep theirs.
+      pid_t creator = 0;
+      std::istringstream digits(name.substr(sizeof(kNamePrefix) - 1));
+      if ((digits >> creator) && creator > 0 && !process_alive(creator)) stale.insert(name);
+    }
   }
+  for (const auto& name : stale) kill_and_delete(name);
 }
 
 std::optional<std::string> NetnsHosts::unavailable() {
@@ -143,6 +164,7 @@ NetnsHosts::NetnsHosts(const NetnsOptions& options) {
       names_.push_back(name);
       addresses_.push_back(address);
     }
+    if (options.resolvable_names) write_hosts_files(names_, addresses_);
   } catch (...) {
     for (auto it = created_.rbegin(); it != created_.rend(); ++it) kill_and_delete(*it);
     throw;

@@ -5,7 +5,8 @@
 // interfaces are veth pairs whose other ends sit on a bridge inside a further
 // namespace (...-sw), so the hosts reach each other and nothing else: no address
 // is ever added to this machine's own interfaces. Optionally each kolo0 gets a
-// netem qdisc (delay, rate). The destructor kills whatever still runs in the
+// netem qdisc (delay, rate), and the host names may resolve to the addresses
+// (NetnsOptions::resolvable_names). The destructor kills whatever still runs in the
 // namespaces and deletes them, also when the test failed; the constructor first
 // removes namespaces left by test processes that no longer exist.
 //
@@ -29,6 +30,10 @@ struct NetnsOptions {
   // A root qdisc for every kolo0, as tc words: "netem delay 2ms rate 1gbit",
   // "tbf rate 1gbit burst 64kb latency 50ms"; empty: none.
   std::string qdisc;
+  // Each host's name resolves to its address inside every host: 'ip netns exec'
+  // bind-mounts /etc/netns/<namespace>/hosts over /etc/hosts, and NetnsHosts
+  // writes that file (removed with the namespaces). Off: the names resolve nowhere.
+  bool resolvable_names = false;
 };
 
 class NetnsHosts {
@@ -71,7 +76,8 @@ class NetnsHosts {
 };
 
 // Namespaces named kolo-<pid>-... whose creating process is gone (a crashed or
-// killed test run): their processes are killed and the namespaces deleted.
+// killed test run): their processes are killed and the namespaces deleted, with
+// their /etc/netns folders.
 void remove_stale_namespaces();
 
 }  // namespace kolo::testing

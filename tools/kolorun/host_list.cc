@@ -85,6 +85,11 @@ std::string this_hostname() {
   return name;
 }
 
+std::string host_part(const std::string& host) {
+  auto at = host.find('@');
+  return at == std::string::npos ? host : host.substr(at + 1);
+}
+
 bool is_this_host(const std::string& host) {
   return host == "localhost" || host == "127.0.0.1" || host == this_hostname();
 }

@@ -26,6 +26,9 @@ std::vector<HostSlots> read_hostfile(const std::string& path);
 // "a:2,b:1", the -H form of a host list.
 std::string format_host_list(const std::vector<HostSlots>& hosts);
 
+// The host of ssh's user@host form ("host" itself when there is no user).
+std::string host_part(const std::string& host);
+
 // True for localhost, 127.0.0.1 and this machine's hostname.
 bool is_this_host(const std::string& host);
 std::string this_hostname();

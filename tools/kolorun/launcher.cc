@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "env_export.h"
+#include "host_address.h"
 #include "host_plan.h"
 #include "job_supervisor.h"
 #include "launch_error.h"
@@ -143,6 +144,7 @@ int run_launcher(const std::vector<std::string>& args) {
   ShmJanitor janitor(job.job_id);
   job.secret = kolo::store::make_secret();
   job.network_interface = options.network_interface;
+  job.host_addresses = host_addresses(plan, endpoint.address, options.network_interface);
   job.cpu_binding = cpu_binding_name(options.cpu_binding);
   // Flight records go where the user said, or to a directory of this job's.
   const char* user_flight_dir = std::getenv("KOLO_FLIGHT_RECORDER_DIR");

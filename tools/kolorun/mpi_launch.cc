@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "env_export.h"
+#include "host_address.h"
 #include "launch_error.h"
 #include "program_path.h"
 
@@ -17,6 +18,8 @@ namespace {
 // The plan as mpirun must place the ranks: hosts in order, slots filled one after
 // the other, so that OMPI_COMM_WORLD_RANK r lands where kolorun's plan puts rank r.
 constexpr char kMpiHostsVariable[] = "KOLO_MPI_HOSTS";
+// kolorun's KOLO_HOST_ADDR for each host, chosen where kolorun runs.
+constexpr char kMpiHostAddressesVariable[] = "KOLO_MPI_HOST_ADDRS";
 
 std::string variable_name(const std::string& entry) { return entry.substr(0, entry.find('=')); }
 
@@ -58,6 +61,7 @@ MpiJob make_mpi_job(const LaunchOptions& options, const HostPlan& plan, const Jo
       {"KOLO_STORE_ADDR", job.store_addr},
       {"KOLO_SECRET", job.secret},
       {kMpiHostsVariable, format_host_list(plan.hosts)},
+      {kMpiHostAddressesVariable, format_host_addresses(job.host_addresses)},
       {"KOLO_IFACE", job.network_interface},
   };
   for (const auto& entry : environment) {
@@ -97,6 +101,9 @@ int run_mpi_rank(const std::vector<std::string>& command) {
   job.store_addr = required_text("KOLO_STORE_ADDR");
   job.secret = required_text("KOLO_SECRET");
   if (const char* iface = std::getenv("KOLO_IFACE")) job.network_interface = iface;
+  job.launcher = "mpirun";
+  if (const char* addresses = std::getenv(kMpiHostAddressesVariable))
+    job.host_addresses = parse_host_addresses(addresses);
   std::vector<std::string> env = make_rank_environment(environment_entries(environ), placement, plan.size, job);
 
   std::string program = resolve_program(command.front());

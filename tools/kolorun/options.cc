@@ -219,13 +219,16 @@ options:
   --network-interface IF
                         the interface the other hosts reach this one on: the
                         store listens on its IPv4 address; ranks get KOLO_IFACE
+                        (without it, each host's ranks get KOLO_HOST_ADDR when
+                        kolorun knows an address for the host)
   --bind-to core|none   core (default): each rank on its own equal share of the
                         CPUs of its host, as mpirun binds; none when the ranks
                         of a host outnumber its CPUs, or with none
   --host-timeout SECONDS
                         a host silent this long counts as unreachable: the job
                         ends and its ranks are killed there (default 20)
-  --mpi                 hand the job to Open MPI's mpirun (kolorun keeps the store)
+  --mpi                 hand the job to Open MPI's mpirun (kolorun keeps the store);
+                        the ranks use MPI unless KOLO_BACKEND says otherwise
   --mpi-args ARGS       extra words for mpirun (with --mpi)
   --gloo                accepted for horovodrun compatibility (the default)
   --verbose             print the launch plan and each rank's exit

@@ -48,8 +48,11 @@ std::vector<std::string> make_rank_environment(const std::vector<std::string>& b
       {"KOLO_JOB_ID", job.job_id},
       {"KOLO_STORE_ADDR", job.store_addr},
       {"KOLO_SECRET", job.secret},
+      {"KOLO_LAUNCHER", job.launcher},
       {"KOLO_CPU_BIND", job.cpu_binding},
   };
+  if (auto address = job.host_addresses.find(rank.host); address != job.host_addresses.end())
+    kolo_vars.emplace_back("KOLO_HOST_ADDR", address->second);
   if (!job.network_interface.empty()) kolo_vars.emplace_back("KOLO_IFACE", job.network_interface);
   if (!job.flight_dir.empty()) kolo_vars.emplace_back("KOLO_FLIGHT_RECORDER_DIR", job.flight_dir);
   auto set_by_kolorun = [&](const std::string& entry) {

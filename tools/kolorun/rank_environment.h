@@ -3,6 +3,7 @@
 // ones the bootstrap reads (and tests/harness/multiprocess.cc sets).
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,10 @@ struct JobIdentity {
   std::string network_interface;  // --network-interface, passed on as KOLO_IFACE
   std::string cpu_binding = "none";  // KOLO_CPU_BIND: "core" or "none" (cpu_binding.h)
   std::string flight_dir;  // KOLO_FLIGHT_RECORDER_DIR for every rank
+  // KOLO_HOST_ADDR for the ranks of each host that has an entry (host_address.h).
+  std::map<std::string, std::string> host_addresses;
+  // KOLO_LAUNCHER: "kolorun", or "mpirun" for the ranks mpirun starts for --mpi.
+  std::string launcher = "kolorun";
 };
 
 // A fresh random job id: 16 hex characters from the kernel's random source.

@@ -77,9 +77,7 @@ StoreEndpoint choose_store_endpoint(const HostPlan& plan, const std::string& net
   if (!spans_other_hosts(plan)) return {"127.0.0.1", "every rank is on this host"};
   for (const auto& host : plan.hosts) {
     if (is_this_host(host.host)) continue;
-    // ssh's user@host form: the route goes to the host part.
-    auto at = host.host.find('@');
-    std::string name = at == std::string::npos ? host.host : host.host.substr(at + 1);
+    const std::string name = host_part(host.host);
     if (auto address = source_address_toward(name)) return {*address, "this host's address toward " + name};
     break;  // only the first other host: the rest are assumed to share its network
   }
