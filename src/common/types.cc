@@ -1,5 +1,10 @@
 #include "kolo/types.h"
 
+#include <sys/mman.h>
+
+#include <cstring>
+#include <new>
+
 #include "kolo/error.h"
 
 namespace kolo {
@@ -68,8 +73,55 @@ std::string to_string(const Shape& shape) {
   return out + "]";
 }
 
-Buffer::Buffer(DataType dtype, Shape shape)
-    : dtype_(dtype), shape_(std::move(shape)),
-      bytes_(static_cast<std::size_t>(num_elements(shape_)) * element_size(dtype)) {}
+namespace {
+
+// From this size on a buffer is a mapping of its own, aligned to and advised for
+// transparent huge pages.
+constexpr std::size_t kHugePage = std::size_t{2} << 20;
+
+std::size_t mapping_bytes(std::size_t bytes) { return (bytes + kHugePage - 1) / kHugePage * kHugePage; }
+
+std::byte* map_aligned(std::size_t bytes) {
+  const std::size_t length = mapping_bytes(bytes);
+  // Over-map by one huge page so that an aligned start exists, then trim.
+  void* raw = ::mmap(nullptr, length + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) throw std::bad_alloc();
+  const auto start = reinterpret_cast<std::uintptr_t>(raw);
+  const auto aligned = (start + kHugePage - 1) / kHugePage * kHugePage;
+  if (aligned > start) ::munmap(raw, aligned - start);
+  const auto end = start + length + kHugePage;
+  if (end > aligned + length) ::munmap(reinterpret_cast<void*>(aligned + length), end - (aligned + length));
+  ::madvise(reinterpret_cast<void*>(aligned), length, MADV_HUGEPAGE);  // a hint: fine if refused
+  return reinterpret_cast<std::byte*>(aligned);
+}
+
+}  // namespace
+
+void detail::BufferRelease::operator()(std::byte* p) const noexcept {
+  if (p == nullptr) return;
+  if (bytes >= kHugePage) ::munmap(p, mapping_bytes(bytes));
+  else delete[] p;
+}
+
+Buffer::Buffer(DataType dtype, Shape shape, bool zeroed) : dtype_(dtype), shape_(std::move(shape)) {
+  const std::size_t bytes = static_cast<std::size_t>(num_elements(shape_)) * element_size(dtype);
+  std::byte* p = nullptr;
+  if (bytes >= kHugePage) p = map_aligned(bytes);  // a fresh mapping reads as zeros
+  else if (bytes > 0) p = zeroed ? new std::byte[bytes]() : new std::byte[bytes];
+  bytes_ = std::unique_ptr<std::byte[], detail::BufferRelease>(p, detail::BufferRelease{bytes});
+}
+
+Buffer::Buffer(DataType dtype, Shape shape) : Buffer(dtype, std::move(shape), true) {}
+
+Buffer Buffer::uninitialized(DataType dtype, Shape shape) { return Buffer(dtype, std::move(shape), false); }
+
+Buffer::Buffer(const Buffer& other) : Buffer(other.dtype_, other.shape_, false) {
+  if (nbytes() > 0) std::memcpy(bytes_.get(), other.bytes_.get(), nbytes());
+}
+
+Buffer& Buffer::operator=(const Buffer& other) {
+  if (this != &other) *this = Buffer(other);
+  return *this;
+}
 
 }  // namespace kolo

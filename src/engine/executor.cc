@@ -126,10 +126,19 @@ void Executor::allreduce(const std::vector<const Response*>& batch, EntryMap& en
   }
 
   std::byte* data;
+  const std::byte* send = nullptr;  // what the communicator reduces into `data`
   if (direct) {
     Entry& e = *parts[0].entry;
     data = static_cast<std::byte*>(e.output.data);
-    if (e.output.data != e.input.data && total > 0) std::memcpy(e.output.data, e.input.data, total * esize);
+    send = static_cast<const std::byte*>(e.input.data);
+    // Out of place straight through the communicator (one pass less), unless the
+    // input must be scaled first or the two buffers partly overlap.
+    const bool copy_first = send != data && total > 0 &&
+                            (first.prescale != 1.0 || (send < data + total * esize && data < send + total * esize));
+    if (copy_first) {
+      std::memmove(data, send, total * esize);
+      send = data;
+    }
   } else {
     data = fusion_buffer(total * esize);
     std::size_t offset = 0;
@@ -138,12 +147,13 @@ void Executor::allreduce(const std::vector<const Response*>& batch, EntryMap& en
       else std::memset(data + offset, 0, p.count * esize);
       offset += p.count * esize;
     }
+    send = data;
   }
 
   phases_.fused = !direct;
   phases_.comm_start = std::chrono::steady_clock::now();
-  if (first.prescale != 1.0) scale(data, total, dtype, first.prescale);
-  comm_.allreduce(data, data, total, dtype, wire_op);
+  if (first.prescale != 1.0) scale(data, total, dtype, first.prescale);  // send == data here
+  comm_.allreduce(send, data, total, dtype, wire_op);
   finish_reduction(data, total, dtype, first.reduce_op, first.postscale);
   phases_.comm_end = std::chrono::steady_clock::now();
 
@@ -167,7 +177,7 @@ void Executor::allgather(const Response& response, Entry& entry) {
   }
   Shape shape = entry.request.shape;
   shape[0] = rows;
-  Buffer out(response.dtype, shape);
+  Buffer out = Buffer::uninitialized(response.dtype, shape);
   comm_.allgatherv(entry.input.data, recv_bytes[comm_.rank()], out.data(), recv_bytes);
   entry.state->output = std::move(out);
 }
@@ -189,7 +199,7 @@ void Executor::alltoall(const Response& response, Entry& entry) {
   }
   Shape shape = entry.request.shape;
   shape[0] = std::accumulate(received.begin(), received.end(), std::int64_t{0});
-  Buffer out(response.dtype, shape);
+  Buffer out = Buffer::uninitialized(response.dtype, shape);
   comm_.alltoallv(entry.input.data, send_bytes, out.data(), recv_bytes);
   entry.state->output = std::move(out);
   entry.state->received_splits = std::move(received);
@@ -203,7 +213,7 @@ void Executor::reducescatter(const Response& response, Entry& entry) {
   for (int r = 0; r < n; ++r) counts[r] = static_cast<std::size_t>(rows / n + (r < rows % n ? 1 : 0)) * row;
   Shape shape = response.shape;
   shape[0] = rows / n + (comm_.rank() < rows % n ? 1 : 0);
-  Buffer out(response.dtype, shape);
+  Buffer out = Buffer::uninitialized(response.dtype, shape);
   const ReduceOp wire_op = response.reduce_op == ReduceOp::Average ? ReduceOp::Sum : response.reduce_op;
   comm_.reduce_scatter(entry.input.data, out.data(), counts, response.dtype, wire_op);
   finish_reduction(out.data(), counts[comm_.rank()], response.dtype, response.reduce_op, 1.0);
