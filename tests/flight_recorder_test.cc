@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "engine/flight_recorder.h"
+#include "flight_report.h"
 #include "harness/multiprocess.h"
 #include "kolo/kolo.h"
 
@@ -98,6 +99,11 @@ TEST(FlightRecorder, AnErrorWritesTheRecord) {
   }, options);
   auto j = read_json((dir / "rank0.json").string());
   EXPECT_NE(j["reason"].get<std::string>().find("lonely"), std::string::npos) << j["reason"];
+  // Rank 0 stopped because of rank 1 and says so; rank 1 blames nobody else.
+  EXPECT_EQ(j.value("blames", -1), 1) << j.dump();
+  EXPECT_EQ(kolo::flight::blamed_rank(dir.string(), 0), 1);
+  EXPECT_EQ(kolo::flight::blamed_rank(dir.string(), 1), -1);
+  EXPECT_EQ(kolo::flight::blamed_rank(dir.string(), 7), -1);  // no such record
   fs::remove_all(dir);
 }
 

@@ -31,6 +31,22 @@ TEST(KolorunFlightRecorder, AFailedRankIsReportedWithWhatTheOthersWaitFor) {
   EXPECT_NE(result.err.find("'x' (negotiating"), std::string::npos) << result.err;
 }
 
+TEST(KolorunFlightRecorder, RanksFoundDeadTogetherAreBlamedInTheOrderTheyFailed) {
+  // kolorun is stopped while rank 1 exits and rank 0 dies of it, so it finds both
+  // dead in one look: rank 0's flight record blames rank 1, which is reported first.
+  KolorunProcess kolorun(KOLORUN_PATH, {"-np", "2", "--timeout", "60", KOLO_STUCK_PATH, "fail"});
+  std::this_thread::sleep_for(300ms);
+  ASSERT_EQ(kill(kolorun.pid(), SIGSTOP), 0);
+  std::this_thread::sleep_for(4s);
+  ASSERT_EQ(kill(kolorun.pid(), SIGCONT), 0);
+  auto result = kolorun.wait(30s);
+  EXPECT_EQ(result.exit_code, 3) << result.err;
+  const auto first_failure = result.err.find("exited with code 3");
+  const auto rank0 = result.err.find("rank 0 (pid");
+  EXPECT_NE(first_failure, std::string::npos) << result.err;
+  EXPECT_TRUE(rank0 == std::string::npos || first_failure < rank0) << result.err;
+}
+
 TEST(KolorunFlightRecorder, Sigusr1ReportsWithoutStoppingTheJob) {
   KolorunProcess kolorun(KOLORUN_PATH, {"-np", "2", "--timeout", "4", KOLO_STUCK_PATH, "stuck"});
   std::this_thread::sleep_for(1500ms);

@@ -157,6 +157,10 @@ void Engine::fail_everything(std::exception_ptr error) {
     std::rethrow_exception(error);
   } catch (const ShutdownError& e) {
     why = e.what();  // an orderly end: nothing to record
+  } catch (const PeerFailureError& e) {
+    why = e.what();
+    const int blamed = e.peer_rank() != rank_ ? e.peer_rank() : -1;
+    if (recorder_) recorder_->dump("error: " + why, blamed);
   } catch (const std::exception& e) {
     why = e.what();
     if (recorder_) recorder_->dump("error: " + why);

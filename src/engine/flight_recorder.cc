@@ -105,12 +105,13 @@ void FlightRecorder::update(std::uint64_t seq, OpPhase phase) {
   else r.finished_us = now_us();
 }
 
-std::string FlightRecorder::to_json(const std::string& reason) const {
+std::string FlightRecorder::to_json(const std::string& reason, int blamed_rank) const {
   std::lock_guard lock(mutex_);
   auto wall_ms = std::chrono::duration_cast<std::chrono::milliseconds>(wall_origin_.time_since_epoch()).count();
   std::string out = "{\"rank\":" + std::to_string(rank_) + ",\"size\":" + std::to_string(size_) +
-                    ",\"pid\":" + std::to_string(::getpid()) + ",\"reason\":\"" + escape(reason) +
-                    "\",\"origin_unix_ms\":" + std::to_string(wall_ms) + ",\"now_us\":" + std::to_string(now_us()) +
+                    ",\"pid\":" + std::to_string(::getpid()) + ",\"reason\":\"" + escape(reason) + "\"" +
+                    (blamed_rank >= 0 ? ",\"blames\":" + std::to_string(blamed_rank) : std::string()) +
+                    ",\"origin_unix_ms\":" + std::to_string(wall_ms) + ",\"now_us\":" + std::to_string(now_us()) +
                     ",\"records\":[";
   bool first = true;
   const std::uint64_t oldest = next_seq_ > ring_.size() ? next_seq_ - ring_.size() : 1;
@@ -127,13 +128,13 @@ std::string FlightRecorder::to_json(const std::string& reason) const {
   return out + "\n]}\n";
 }
 
-std::string FlightRecorder::dump(const std::string& reason) const {
+std::string FlightRecorder::dump(const std::string& reason, int blamed_rank) const {
   try {
     std::filesystem::create_directories(std::filesystem::path(path_).parent_path());
     const std::string tmp = path_ + ".tmp";
     {
       std::ofstream out(tmp, std::ios::trunc);
-      out << to_json(reason);
+      out << to_json(reason, blamed_rank);
       if (!out) throw std::runtime_error("write failed");
     }
     std::filesystem::rename(tmp, path_);  // readers never see half a file

@@ -40,10 +40,13 @@ class FlightRecorder {
   std::uint64_t begin(const Request& request, std::chrono::steady_clock::time_point submitted);
   void update(std::uint64_t seq, OpPhase phase);
 
-  // The ring, oldest first, as JSON with `reason` (what triggered the dump).
-  std::string to_json(const std::string& reason) const;
-  // Writes to_json(reason) to the recorder's file; returns its path. Never throws.
-  std::string dump(const std::string& reason) const;
+  // The ring, oldest first, as JSON with `reason` (what triggered the dump) and,
+  // when this rank failed because of another (blamed_rank >= 0), that rank as
+  // "blames": kolorun then names the rank that failed first, not the messenger.
+  std::string to_json(const std::string& reason, int blamed_rank = -1) const;
+  // Writes to_json(reason, blamed_rank) to the recorder's file; returns its path.
+  // Never throws.
+  std::string dump(const std::string& reason, int blamed_rank = -1) const;
   const std::string& path() const { return path_; }
 
   // Dumps whenever the process receives SIGUSR1 (a watcher thread, since a signal

@@ -149,6 +149,20 @@ std::string report_for_records(const std::vector<std::string>& rank_json, int si
   return head.str() + out.str();
 }
 
+int blamed_rank(const std::string& dir, int rank) {
+  try {
+    std::ifstream in(std::filesystem::path(dir) / ("rank" + std::to_string(rank) + ".json"));
+    if (!in) return -1;
+    std::stringstream buf;
+    buf << in.rdbuf();
+    auto j = nlohmann::json::parse(buf.str());
+    if (!j.contains("blames")) return -1;
+    return static_cast<int>(integer_at(j, "blames", kMaxRank));
+  } catch (const std::exception&) {
+    return -1;  // unreadable or malformed: no blame, the report says the rest
+  }
+}
+
 std::string report_for_directory(const std::string& dir, int size) {
   std::vector<std::string> texts;
   std::error_code ec;

@@ -15,4 +15,9 @@ std::string report_for_directory(const std::string& dir, int size = 0);
 // The same from the files' contents, one string per rank file (for tests).
 std::string report_for_records(const std::vector<std::string>& rank_json, int size);
 
+// The rank that rank `rank`'s record in `dir` says it failed because of ("blames",
+// written when a peer's failure ended it), or -1: no such record or field.
+// Never throws.
+int blamed_rank(const std::string& dir, int rank);
+
 }  // namespace kolo::flight

@@ -225,6 +225,7 @@ struct JobSupervisor::Impl {
   }
 
   void reap_exited() {
+    std::vector<RankState*> exited;
     for (auto& r : ranks) {
       if (!r.running) continue;
       siginfo_t info{};
@@ -232,11 +233,24 @@ struct JobSupervisor::Impl {
       // group id, cannot be reused, so killing the group cannot hit a stranger.
       if (::waitid(P_PID, static_cast<id_t>(r.pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0) continue;
       if (info.si_pid != r.pid) continue;
-      ::kill(-r.pid, SIGKILL);  // whatever the rank left behind in its group
+      exited.push_back(&r);
+    }
+    // Ranks found dead together (kolorun was slow to look): the first failure
+    // reported decides the job's status, so a rank that died because another
+    // failed (its flight record blames that rank) comes after the one it blames.
+    if (exited.size() > 1 && !settings.flight_dir.empty()) {
+      auto blames_another_here = [&](const RankState* r) {
+        const int blamed = kolo::flight::blamed_rank(settings.flight_dir, r->rank);
+        return std::any_of(exited.begin(), exited.end(), [&](const RankState* o) { return o->rank == blamed; });
+      };
+      std::stable_partition(exited.begin(), exited.end(), [&](const RankState* r) { return !blames_another_here(r); });
+    }
+    for (RankState* r : exited) {
+      ::kill(-r->pid, SIGKILL);  // whatever the rank left behind in its group
       int status = 0;
-      while (::waitpid(r.pid, &status, 0) < 0 && errno == EINTR) {
+      while (::waitpid(r->pid, &status, 0) < 0 && errno == EINTR) {
       }
-      on_rank_exit(r, status);
+      on_rank_exit(*r, status);
     }
   }
 
