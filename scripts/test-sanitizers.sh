@@ -26,7 +26,7 @@ export ASAN_OPTIONS=detect_leaks=1:check_initialization_order=1:strict_init_orde
 # in a process of its own), so TSan's default die_after_fork=1 stays.
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/scripts/sanitizers/tsan.supp
 
-mpi_tests='Mpi(Launch|Worker)\..*'
+mpi_tests='(Mpi(Launch|Worker)|KolorunMpi)\..*'
 # ctest names are Suite.Test (or Prefix/Suite.Test/Param for parameterized ones).
 tsan_suites='EngineBehaviour|CollectivesSweep|CollectiveErrors|ShmCommunicator|GlooCommunicator|GlooSizes|HierarchicalCommunicator|StallInspector|Timeline|FlightRecorder|Store[A-Za-z]*|Failure'
 
