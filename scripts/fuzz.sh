@@ -13,6 +13,11 @@ cd "$(dirname "$0")/.."
 
 seconds=${1:-${KOLO_FUZZ_SECONDS:-30}}
 [[ $# -gt 0 ]] && shift
+# libFuzzer reads a non-number as 0, which means "run forever".
+if ! [[ $seconds =~ ^[1-9][0-9]*$ ]]; then
+  echo "fuzz.sh: SECONDS_PER_TARGET must be a positive whole number, got '$seconds' (usage: scripts/fuzz.sh [SECONDS [TARGET...]])" >&2
+  exit 2
+fi
 all_targets=(engine_requests_fuzzer engine_responses_fuzzer stall_report_fuzzer store_requests_fuzzer
              store_replies_fuzzer flight_report_fuzzer kolorun_options_fuzzer host_list_fuzzer
              remote_spec_fuzzer env_parsers_fuzzer)
