@@ -4,33 +4,21 @@
 
 #include <charconv>
 #include <optional>
-#include <string_view>
 
 #include "launch_error.h"
+#include "rank_environment.h"
 
 namespace kolorun {
 namespace {
 
-std::optional<int> env_int(const std::vector<std::string>& env, std::string_view name) {
-  for (const auto& entry : env) {
-    if (entry.size() <= name.size() || entry.compare(0, name.size(), name) != 0 || entry[name.size()] != '=') continue;
-    int value = 0;
-    const char* first = entry.data() + name.size() + 1;
-    const char* last = entry.data() + entry.size();
-    auto [end, error] = std::from_chars(first, last, value);
-    if (error != std::errc() || end != last) return std::nullopt;
-    return value;
-  }
-  return std::nullopt;
-}
-
-bool env_is(const std::vector<std::string>& env, std::string_view name, std::string_view value) {
-  for (const auto& entry : env) {
-    if (entry.size() == name.size() + 1 + value.size() && entry.compare(0, name.size(), name) == 0 &&
-        entry[name.size()] == '=' && entry.compare(name.size() + 1, value.size(), value) == 0)
-      return true;
-  }
-  return false;
+// An integer variable of `env`, or nullopt when missing or not a plain integer.
+std::optional<int> env_int(const std::vector<std::string>& env, const std::string& name) {
+  auto text = lookup(env, name);
+  if (!text) return std::nullopt;
+  int value = 0;
+  auto [end, error] = std::from_chars(text->data(), text->data() + text->size(), value);
+  if (error != std::errc() || end != text->data() + text->size()) return std::nullopt;
+  return value;
 }
 
 }  // namespace
@@ -63,7 +51,7 @@ std::vector<int> allowed_cpus() {
 }
 
 std::vector<int> cpus_for_rank(const std::vector<std::string>& env) {
-  if (!env_is(env, "KOLO_CPU_BIND", "core")) return {};
+  if (lookup(env, "KOLO_CPU_BIND") != "core") return {};
   auto local_rank = env_int(env, "KOLO_LOCAL_RANK");
   auto local_size = env_int(env, "KOLO_LOCAL_SIZE");
   if (!local_rank || !local_size) return {};

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <set>
 #include <filesystem>
 #include <fstream>
 #include <cerrno>
@@ -239,11 +240,12 @@ struct JobSupervisor::Impl {
     // reported decides the job's status, so a rank that died because another
     // failed (its flight record blames that rank) comes after the one it blames.
     if (exited.size() > 1 && !settings.flight_dir.empty()) {
-      auto blames_another_here = [&](const RankState* r) {
-        const int blamed = kolo::flight::blamed_rank(settings.flight_dir, r->rank);
-        return std::any_of(exited.begin(), exited.end(), [&](const RankState* o) { return o->rank == blamed; });
-      };
-      std::stable_partition(exited.begin(), exited.end(), [&](const RankState* r) { return !blames_another_here(r); });
+      std::set<int> blamers;  // each record is read once
+      for (const RankState* r : exited) {
+        const int b = kolo::flight::blamed_rank(settings.flight_dir, r->rank);
+        if (std::any_of(exited.begin(), exited.end(), [&](const RankState* o) { return o->rank == b; })) blamers.insert(r->rank);
+      }
+      std::stable_partition(exited.begin(), exited.end(), [&](const RankState* r) { return !blamers.count(r->rank); });
     }
     for (RankState* r : exited) {
       ::kill(-r->pid, SIGKILL);  // whatever the rank left behind in its group

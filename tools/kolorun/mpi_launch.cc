@@ -21,7 +21,6 @@ constexpr char kMpiHostsVariable[] = "KOLO_MPI_HOSTS";
 // kolorun's KOLO_HOST_ADDR for each host, chosen where kolorun runs.
 constexpr char kMpiHostAddressesVariable[] = "KOLO_MPI_HOST_ADDRS";
 
-std::string variable_name(const std::string& entry) { return entry.substr(0, entry.find('=')); }
 
 int required_int(const char* name) {
   const char* text = std::getenv(name);

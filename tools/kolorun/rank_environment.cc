@@ -35,6 +35,14 @@ std::vector<std::string> environment_entries(const char* const* env) {
   return entries;
 }
 
+std::string variable_name(const std::string& entry) { return entry.substr(0, entry.find('=')); }
+
+std::optional<std::string> lookup(const std::vector<std::string>& env, const std::string& name) {
+  for (const auto& entry : env)
+    if (variable_name(entry) == name) return entry.substr(name.size() + 1);
+  return std::nullopt;
+}
+
 std::vector<std::string> make_rank_environment(const std::vector<std::string>& base, const RankPlacement& rank,
                                                int size, const JobIdentity& job) {
   std::vector<std::pair<std::string, std::string>> kolo_vars = {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,5 +36,10 @@ std::vector<std::string> make_rank_environment(const std::vector<std::string>& b
 
 // The entries of a NULL-terminated environment block.
 std::vector<std::string> environment_entries(const char* const* env);
+
+// "NAME" of a "NAME=value" entry.
+std::string variable_name(const std::string& entry);
+// The value of `name` in "NAME=value" entries, or nullopt when it is not there.
+std::optional<std::string> lookup(const std::vector<std::string>& env, const std::string& name);
 
 }  // namespace kolorun

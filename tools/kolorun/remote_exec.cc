@@ -18,6 +18,7 @@
 #include "kolo/error.h"
 #include "process_spawner.h"
 #include "program_path.h"
+#include "rank_environment.h"
 #include "remote_protocol.h"
 #include "shm_cleanup.h"
 #include "signal_channel.h"
@@ -40,7 +41,6 @@ void say(const std::string& label, const std::string& message) {
   (void)ignored;
 }
 
-std::string variable_name(const std::string& entry) { return entry.substr(0, entry.find('=')); }
 
 // This host's environment with the spec's entries laid over it.
 std::vector<std::string> merged_environment(const std::vector<std::string>& overrides) {
@@ -53,12 +53,6 @@ std::vector<std::string> merged_environment(const std::vector<std::string>& over
   }
   env.insert(env.end(), overrides.begin(), overrides.end());
   return env;
-}
-
-std::optional<std::string> lookup(const std::vector<std::string>& env, const std::string& name) {
-  for (const auto& entry : env)
-    if (variable_name(entry) == name) return entry.substr(name.size() + 1);
-  return std::nullopt;
 }
 
 // Reads the spec from stdin; the control bytes that came with it are kept.
