@@ -26,6 +26,10 @@ export ASAN_OPTIONS=detect_leaks=1:check_initialization_order=1:strict_init_orde
 # in a process of its own), so TSan's default die_after_fork=1 stays.
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/scripts/sanitizers/tsan.supp
 
+# The suites run several times slower here: upper bounds that tests put on elapsed
+# time (tests/harness/time_bound.h) get this much more room.
+export KOLO_TEST_TIME_SCALE=${KOLO_TEST_TIME_SCALE:-4}
+
 mpi_tests='(Mpi(Launch|Worker)|KolorunMpi)\..*'
 # ctest names are Suite.Test (or Prefix/Suite.Test/Param for parameterized ones).
 tsan_suites='EngineBehaviour|CollectivesSweep|CollectiveErrors|ShmCommunicator|GlooCommunicator|GlooSizes|HierarchicalCommunicator|StallInspector|Timeline|FlightRecorder|Store[A-Za-z]*|Failure'

@@ -29,6 +29,7 @@
 
 #include "comm/mpi/mpi_communicator.h"
 #include "harness/netns.h"
+#include "harness/time_bound.h"
 
 #ifndef KOLORUN_PATH
 #error "tests/CMakeLists.txt defines KOLORUN_PATH as the kolorun binary"
@@ -44,6 +45,7 @@ using kolo::testing::lines_of;
 using kolo::testing::process_alive;
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
+using kolo::testing::time_bound;
 using Fields = std::map<std::string, std::string>;
 
 
@@ -224,7 +226,7 @@ TEST_F(KolorunMultihostTest, TwoHostsTwoRanksEachGetTheirPlacesAndReachTheStore)
   ASSERT_EQ(stores.size(), 1u);
   EXPECT_EQ(stores.begin()->rfind(hosts_->address(0) + ":", 0), 0u) << "the store listens on host 0's kolo0";
   EXPECT_EQ(jobs.size(), 1u);
-  EXPECT_LT(result.elapsed, 10s);
+  EXPECT_LT(result.elapsed, time_bound(10s));
 }
 
 TEST_F(KolorunMultihostTest, ThreeHostsOneRankEachOverShapedLinks) {
@@ -316,7 +318,7 @@ TEST_F(KolorunMultihostTest, RemoteRankFailureEndsTheJobAndNamesRankAndHost) {
   EXPECT_EQ(result.exit_code, 3) << result.err;
   EXPECT_NE(result.err.find("kolorun: rank 4 on host " + hosts_->name(2) + ": exited with code 3"), std::string::npos)
       << result.err;
-  EXPECT_LT(result.elapsed, 8s);
+  EXPECT_LT(result.elapsed, time_bound(8s));
   EXPECT_EQ(read_pids(dir_.path(), "pids.").size(), 10u) << "five ranks, each with a child";
   for (pid_t pid : read_pids(dir_.path(), "pids.")) EXPECT_FALSE(process_alive(pid)) << pid << " survived";
 }
@@ -330,7 +332,7 @@ TEST_F(KolorunMultihostTest, LauncherCommandThatCannotReachTheHostFailsTheJob) {
   EXPECT_NE(result.exit_code, 0);
   EXPECT_NE(result.err.find("kolorun: rank 1 on host " + missing + ": exited with code"), std::string::npos)
       << result.err;
-  EXPECT_LT(result.elapsed, 8s);
+  EXPECT_LT(result.elapsed, time_bound(8s));
 }
 
 TEST_F(KolorunMultihostTest, KillingKolorunLeavesNothingOnAnyHost) {
@@ -621,7 +623,7 @@ TEST_F(KolorunSshTest, UnreachableHostFailsTheJobNamingIt) {
                             "or lost connection: is " + nobody + " reachable?)"),
             std::string::npos)
       << result.err;
-  EXPECT_LT(result.elapsed, 10s);
+  EXPECT_LT(result.elapsed, time_bound(10s));
 }
 
 TEST_F(KolorunSshTest, HostThatBecomesUnreachableEndsTheJobAndItsRankDies) {
@@ -769,7 +771,7 @@ TEST_F(KolorunRemoteExec, SecondSignalKillsRemoteRanksThatIgnoreTheFirst) {
   ::kill(kolorun.pid(), SIGTERM);
   auto result = kolorun.wait(10s);
   EXPECT_EQ(result.exit_code, 128 + SIGTERM) << result.err;
-  EXPECT_LT(result.elapsed, 5s);
+  EXPECT_LT(result.elapsed, time_bound(5s));
   for (pid_t pid : read_pids(dir_.path(), "pids."))
     EXPECT_TRUE(wait_for([&] { return !process_alive(pid); }, 3s)) << pid << " survived";
 }
@@ -881,7 +883,7 @@ TEST_F(KolorunMpi, FailingRankFailsTheJob) {
       {KOLORUN_PATH, "--mpi", "-np", "2", "sh", "-c", "if [ $KOLO_RANK = 1 ]; then exit 3; fi; sleep 30"}, 60s);
   EXPECT_NE(result.exit_code, 0) << result.err;
   EXPECT_NE(result.err.find("kolorun: mpirun: exited with code"), std::string::npos) << result.err;
-  EXPECT_LT(result.elapsed, 20s);
+  EXPECT_LT(result.elapsed, time_bound(20s));
 }
 
 TEST_F(KolorunMpi, SecretIsNeverOnACommandLine) {

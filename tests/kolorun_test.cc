@@ -28,12 +28,14 @@
 #endif
 
 #include "harness/kolorun_process.h"
+#include "harness/time_bound.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
+using kolo::testing::time_bound;
 
 using kolo::testing::KolorunProcess;
 using kolo::testing::lines_of;
@@ -244,7 +246,7 @@ TEST_F(KolorunTest, FailedRankEndsTheJobWithItsCode) {
   auto result = run_kolorun({"-np", "3", "sh", "-c", body});
   EXPECT_FALSE(result.timed_out);
   EXPECT_EQ(result.exit_code, 3) << result.err;
-  EXPECT_LT(result.elapsed, 5s);
+  EXPECT_LT(result.elapsed, time_bound(5s));
   EXPECT_TRUE(std::regex_search(result.err, std::regex("kolorun: rank 1 \\(pid [0-9]+\\) exited with code 3")))
       << result.err;
   auto children = read_pids(dir_, "child.");
@@ -273,7 +275,7 @@ void expect_stops_on_signal(const fs::path& dir, int sig) {
   auto result = process.wait(10s);
   EXPECT_FALSE(result.timed_out);
   EXPECT_EQ(result.exit_code, 128 + sig) << result.err;
-  EXPECT_LT(result.elapsed, 5s);
+  EXPECT_LT(result.elapsed, time_bound(5s));
   for (pid_t pid : read_pids(dir, "child.")) EXPECT_TRUE(wait_until_gone(pid, 2s)) << pid << " survived";
 }
 
@@ -294,7 +296,7 @@ TEST_F(KolorunTest, SecondSignalKillsAtOnce) {
   auto result = process.wait(10s);
   EXPECT_FALSE(result.timed_out);
   EXPECT_EQ(result.exit_code, 128 + SIGTERM) << result.err;
-  EXPECT_LT(result.elapsed, 5s);
+  EXPECT_LT(result.elapsed, time_bound(5s));
   EXPECT_NE(result.err.find("received SIGTERM again; killing every rank now"), std::string::npos) << result.err;
   EXPECT_TRUE(wait_until_gone(std::stoi(*pid), 2s));
 }
@@ -326,7 +328,7 @@ TEST_F(KolorunTest, RankIgnoringSigtermIsKilledAfterTheGrace) {
   EXPECT_FALSE(result.timed_out);
   EXPECT_EQ(result.exit_code, 4) << result.err;
   EXPECT_GE(result.elapsed, 500ms);
-  EXPECT_LT(result.elapsed, 4s);
+  EXPECT_LT(result.elapsed, time_bound(4s));
   EXPECT_TRUE(std::regex_search(result.err, std::regex("kolorun: rank 0 \\(pid [0-9]+\\) did not stop within 0.5 s")))
       << result.err;
   auto stubborn = read_pids(dir_, "stubborn");
@@ -339,7 +341,7 @@ TEST_F(KolorunTest, TimeoutEndsTheJob) {
   EXPECT_FALSE(result.timed_out);
   EXPECT_EQ(result.exit_code, 124) << result.err;
   EXPECT_GE(result.elapsed, 500ms);
-  EXPECT_LT(result.elapsed, 4s);
+  EXPECT_LT(result.elapsed, time_bound(4s));
   EXPECT_NE(result.err.find("kolorun: the job did not finish within 0.5 s"), std::string::npos) << result.err;
 }
 

@@ -23,12 +23,14 @@
 #include "common/half.h"
 #include "common/reduce.h"
 #include "harness/multiprocess.h"
+#include "harness/time_bound.h"
 #include "kolo/error.h"
 
 namespace kolo::comm {
 namespace {
 
 using namespace std::chrono_literals;
+using kolo::testing::time_bound;
 using Bytes = std::vector<std::uint8_t>;
 using Clock = std::chrono::steady_clock;
 
@@ -452,7 +454,7 @@ TEST(ShmCommunicator, AbortUnblocksAWaitingCall) {
                   comm->allreduce(&x, &y, 1, DataType::Float32, ReduceOp::Sum);
                 } catch (const ShutdownError& e) {
                   EXPECT_STREQ(e.what(), "test abort");
-                  EXPECT_LT(Clock::now() - aborted_at, 100ms);
+                  EXPECT_LT(Clock::now() - aborted_at, time_bound(100ms));
                   throw;
                 }
               },
