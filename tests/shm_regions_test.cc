@@ -17,6 +17,7 @@
 #include "comm/communicator.h"
 #include "comm/regions.h"
 #include "comm/shm/shm_communicator.h"
+#include "harness/forwarding_communicator.h"
 #include "harness/multiprocess.h"
 
 namespace kolo::comm {
@@ -119,35 +120,14 @@ TEST(ShmRegions, TwoRanksMatchTheContiguousAllreduce) { run_shm_case(2); }
 TEST(ShmRegions, ThreeRanksMatchTheContiguousAllreduce) { run_shm_case(3); }
 
 // A transport without a list path of its own: the default, through one buffer.
-class ContiguousOnly final : public Communicator {
+class ContiguousOnly final : public testing::ForwardingCommunicator {
  public:
-  explicit ContiguousOnly(std::unique_ptr<Communicator> inner) : inner_(std::move(inner)) {}
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
+  using ForwardingCommunicator::ForwardingCommunicator;
   std::string name() const override { return "contiguous-only"; }
-  void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op) override {
-    inner_->allreduce(send, recv, count, dtype, op);
+  bool reduces_regions() const override { return false; }
+  void allreduce_regions(std::span<const Region> regions, DataType dtype, ReduceOp op) override {
+    Communicator::allreduce_regions(regions, dtype, op);
   }
-  void reduce_scatter(const void* send, void* recv, std::span<const std::size_t> counts, DataType dtype,
-                      ReduceOp op) override {
-    inner_->reduce_scatter(send, recv, counts, dtype, op);
-  }
-  void allgatherv(const void* send, std::size_t bytes, void* recv, std::span<const std::size_t> sizes) override {
-    inner_->allgatherv(send, bytes, recv, sizes);
-  }
-  void gatherv(const void* send, std::size_t bytes, void* recv, std::span<const std::size_t> sizes, int root) override {
-    inner_->gatherv(send, bytes, recv, sizes, root);
-  }
-  void broadcast(void* buffer, std::size_t bytes, int root) override { inner_->broadcast(buffer, bytes, root); }
-  void alltoallv(const void* send, std::span<const std::size_t> send_bytes, void* recv,
-                 std::span<const std::size_t> recv_bytes) override {
-    inner_->alltoallv(send, send_bytes, recv, recv_bytes);
-  }
-  void barrier() override { inner_->barrier(); }
-  void abort(const std::string& reason) override { inner_->abort(reason); }
-
- private:
-  std::unique_ptr<Communicator> inner_;
 };
 
 TEST(ShmRegions, TransportsWithoutTheirOwnPathStageThroughOneBuffer) {

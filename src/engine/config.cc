@@ -18,6 +18,11 @@ EngineConfig EngineConfig::from_env() {
   auto capacity = env::get_int("KOLO_CACHE_CAPACITY", static_cast<std::int64_t>(c.cache_capacity));
   if (capacity < 0 || capacity > (1 << 20)) throw InvalidArgumentError("KOLO_CACHE_CAPACITY must be in [0, 1048576]");
   c.cache_capacity = static_cast<std::size_t>(capacity);
+  if (env::get("KOLO_EAGER_BYTES")) {
+    auto eager = env::get_int("KOLO_EAGER_BYTES", 0);
+    if (eager < 0 || eager > (64 << 10)) throw InvalidArgumentError("KOLO_EAGER_BYTES must be in [0, 65536]");
+    c.eager_bytes = static_cast<std::size_t>(eager);
+  }
   c.stall_check_time = env::get_seconds("KOLO_STALL_CHECK_TIME", c.stall_check_time);
   c.stall_shutdown_time = env::get_seconds("KOLO_STALL_SHUTDOWN_TIME", c.stall_shutdown_time);
   c.timeline_path = env::get_string("KOLO_TIMELINE", "");

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "common/logging.h"
+#include "common/reduce.h"
 #include "common/wire.h"
 #include "engine/fusion.h"
 #include "engine/stall_inspector.h"
@@ -35,6 +36,11 @@ constexpr std::size_t kBusy = 3;        // 1 if this rank has operations pending
 constexpr std::size_t kNoStallCheck = 4;  // 0 when rank 0 asks for a stall report
 constexpr std::size_t kHeader = 5;      // then `slots` ready bits, then `slots` valid bits
 
+// Eager allreduces in the agreement step (agreement.h), by default: up to this
+// many bytes, in jobs of up to this many ranks.
+constexpr std::size_t kEagerBytes = 256;
+constexpr int kEagerMaxRanks = 16;
+
 std::exception_ptr error_for(const Response& response) {
   if (response.error_kind == ErrorKind::Mismatch) return std::make_exception_ptr(MismatchError(response.error));
   return std::make_exception_ptr(InvalidArgumentError(response.error));
@@ -49,7 +55,8 @@ Engine::Engine(std::unique_ptr<comm::Communicator> comm, EngineConfig config)
       comm_(std::move(comm)),
       cache_(config.cache_capacity),
       coordinator_(size_),
-      executor_(*comm_) {
+      executor_(*comm_),
+      agreement_(*comm_, config.cache_capacity == 0 ? 0 : config.eager_bytes.value_or(size_ <= kEagerMaxRanks ? kEagerBytes : 0)) {
   if (!config_.timeline_path.empty() && (rank_ == 0 || config_.timeline_all_ranks)) {
     std::string path = config_.timeline_path;
     if (config_.timeline_all_ranks) {
@@ -224,19 +231,21 @@ bool Engine::run_cycle() {
   bool progressed = !fresh.empty();
   for (auto& e : fresh) accept(std::move(e));
 
-  // b) Agree on the state of every rank.
+  // b) Agree on the state of every rank (carrying one small allreduce when it can).
   const std::uint32_t slots = cache_.slots();
-  std::vector<std::uint8_t> agree(kHeader + 2 * slots, 0);
-  agree[kNoUncached] = uncached_.empty();
-  agree[kNoShutdown] = !shutting_down;
-  agree[kNotJoined] = !joined_;
-  agree[kBusy] = !entries_.empty();
-  agree[kNoStallCheck] = !stall_check_due();
-  for (const auto& [bit, name] : cached_pending_) agree[kHeader + bit] = 1;
-  std::fill(agree.begin() + kHeader + slots, agree.end(), 1);
-  for (auto bit : invalidate_) agree[kHeader + slots + bit] = 0;
+  std::uint8_t* mine = agreement_.begin(kHeader + 2 * slots);
+  mine[kNoUncached] = uncached_.empty();
+  mine[kNoShutdown] = !shutting_down;
+  mine[kNotJoined] = !joined_;
+  mine[kBusy] = !entries_.empty();
+  mine[kNoStallCheck] = !stall_check_due();
+  for (const auto& [bit, name] : cached_pending_) mine[kHeader + bit] = 1;
+  std::fill(mine + kHeader + slots, mine + kHeader + 2 * slots, 1);
+  for (auto bit : invalidate_) mine[kHeader + slots + bit] = 0;
   invalidate_.clear();
-  comm_->allreduce(agree.data(), agree.data(), agree.size(), DataType::UInt8, ReduceOp::Min);
+  offer_eager();
+  agreement_.exchange();
+  const std::uint8_t* agree = agreement_.agreed();
 
   if (!agree[kNoShutdown]) return false;
   if (!agree[kNoStallCheck]) inspect_stalls();
@@ -260,12 +269,21 @@ bool Engine::run_cycle() {
       still_pending.emplace_back(bit, name);
     }
   }
+  // The allreduce every rank carried in the step, if it is ready and valid everywhere.
+  // (slots itself means none.)
+  std::uint32_t eager = agreement_.common_offer().value_or(slots);
+  if (eager >= slots || any_joined || !agree[kHeader + eager] || !agree[kHeader + slots + eager]) eager = slots;
   // c) Cached responses ready everywhere, in bit order (the same on every rank).
   if (!any_joined) {
     for (std::uint32_t bit = 0; bit < slots; ++bit) {
       if (agree[kHeader + bit] && agree[kHeader + slots + bit]) {
-        cached_ready.push_back(cache_.response(bit));
         cache_.touch(bit);
+        if (bit == eager) {
+          progressed = true;
+          execute_eager(bit);
+        } else {
+          cached_ready.push_back(cache_.response(bit));
+        }
       }
     }
   }
@@ -355,6 +373,36 @@ void Engine::execute(const std::vector<Response>& responses, bool store_in_cache
       for (const auto& name : r->names) complete(name, nullptr);
     }
   }
+}
+
+void Engine::offer_eager() {
+  if (agreement_.eager_bytes() == 0 || joined_) return;
+  // The lowest ready bit that qualifies: ranks with the same operations ready
+  // then offer the same one.
+  const std::pair<std::uint32_t, std::string>* chosen = nullptr;
+  for (const auto& pending : cached_pending_) {
+    if (chosen && chosen->first < pending.first) continue;
+    const Response& r = cache_.response(pending.first);
+    if (r.op != OpType::Allreduce || r.names.size() != 1) continue;
+    if (static_cast<std::size_t>(r.sizes[0]) * element_size(r.dtype) > agreement_.eager_bytes()) continue;
+    chosen = &pending;
+  }
+  if (!chosen) return;
+  const Response& r = cache_.response(chosen->first);
+  const auto count = static_cast<std::size_t>(r.sizes[0]);
+  agreement_.offer(chosen->first, entries_.at(chosen->second).input.data, count * element_size(r.dtype));
+  if (r.prescale != 1.0) scale(agreement_.offered_payload(), count, r.dtype, r.prescale);
+}
+
+void Engine::execute_eager(std::uint32_t bit) {
+  const Response& response = cache_.response(bit);
+  const std::string& name = response.names[0];
+  auto it = entries_.find(name);
+  if (it == entries_.end()) throw Error("internal: no local operation named '" + name + "' for an eager allreduce");
+  if (recorder_) recorder_->update(it->second.seq, OpPhase::Executing);
+  executor_.reduce_gathered(response, it->second, agreement_.payloads());
+  if (timeline_) record({&response});
+  complete(name, nullptr);
 }
 
 void Engine::requeue_evicted() {

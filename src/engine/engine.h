@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "engine/agreement.h"
 #include "engine/config.h"
 #include "engine/coordinator.h"
 #include "engine/entry.h"
@@ -72,6 +73,10 @@ class Engine {
   void complete(const std::string& name, std::exception_ptr error);
   void fail_everything(std::exception_ptr error);
   void requeue_evicted();
+  // Puts one ready cached allreduce into this cycle's agreement step.
+  void offer_eager();
+  // Finishes the allreduce every rank carried in the agreement step.
+  void execute_eager(std::uint32_t bit);
   void record(const std::vector<const Response*>& batch);
   bool stall_check_due();
   void inspect_stalls();
@@ -104,6 +109,7 @@ class Engine {
   ResponseCache cache_;
   Coordinator coordinator_;  // used on rank 0 only
   Executor executor_;
+  Agreement agreement_;
   std::unique_ptr<Timeline> timeline_;  // null unless KOLO_TIMELINE is set for this rank
   std::unique_ptr<FlightRecorder> recorder_;  // null when KOLO_FLIGHT_RECORDER_SIZE=0
 

@@ -166,6 +166,16 @@ void Executor::allreduce(const std::vector<const Response*>& batch, EntryMap& en
   }
 }
 
+void Executor::reduce_gathered(const Response& response, Entry& entry, const std::vector<const void*>& inputs) {
+  phases_ = Phases{};
+  phases_.start = phases_.comm_start = std::chrono::steady_clock::now();
+  const auto count = static_cast<std::size_t>(response.sizes[0]);
+  const ReduceOp wire_op = response.reduce_op == ReduceOp::Average ? ReduceOp::Sum : response.reduce_op;
+  reduce_many(entry.output.data, inputs.data(), comm_.size(), count, response.dtype, wire_op);
+  finish_reduction(entry.output.data, count, response.dtype, response.reduce_op, response.postscale);
+  phases_.comm_end = phases_.end = std::chrono::steady_clock::now();
+}
+
 void Executor::allgather(const Response& response, Entry& entry) {
   const int n = comm_.size();
   const std::size_t row_bytes = static_cast<std::size_t>(row_elements(response.shape)) * element_size(response.dtype);

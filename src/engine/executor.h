@@ -24,6 +24,10 @@ class Executor {
   // job. Communicator failures propagate as kolo::Error.
   void run(const std::vector<const Response*>& batch, EntryMap& entries);
 
+  // Finishes an allreduce whose inputs every rank already gathered (one per
+  // rank, in rank order): reduces them into the entry's output, in rank order.
+  void reduce_gathered(const Response& response, Entry& entry, const std::vector<const void*>& inputs);
+
   // When the phases of the last run() began and ended, for the timeline.
   struct Phases {
     std::chrono::steady_clock::time_point start, comm_start, comm_end, end;

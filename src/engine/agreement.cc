@@ -1,0 +1,91 @@
+#include "engine/agreement.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "common/reduce.h"
+#include "kolo/error.h"
+
+namespace kolo::engine {
+namespace {
+
+constexpr std::size_t kHeaderBytes = 8;
+constexpr std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
+
+}  // namespace
+
+Agreement::Agreement(comm::Communicator& comm, std::size_t eager_bytes)
+    : comm_(comm), eager_bytes_(round_up(eager_bytes, 8)) {
+  static_assert(sizeof(Header) == kHeaderBytes);
+}
+
+std::size_t Agreement::block_bytes() const {
+  // Blocks start on cache lines, so payloads are aligned for any element type.
+  return round_up(kHeaderBytes + eager_bytes_ + length_, 64);
+}
+
+std::uint8_t* Agreement::begin(std::size_t length) {
+  length_ = length;
+  if (eager_bytes_ == 0) {
+    agreed_.assign(length, 0);
+    return agreed_.data();
+  }
+  mine_.assign(block_bytes(), std::byte{0});
+  const Header header{0, static_cast<std::uint32_t>(mine_.size())};
+  std::memcpy(mine_.data(), &header, sizeof header);
+  return reinterpret_cast<std::uint8_t*>(mine_.data() + kHeaderBytes + eager_bytes_);
+}
+
+void Agreement::offer(std::uint32_t bit, const void* data, std::size_t bytes) {
+  if (bytes > eager_bytes_) throw InvalidArgumentError("internal: an eager payload larger than KOLO_EAGER_BYTES");
+  const Header header{bit + 1, static_cast<std::uint32_t>(mine_.size())};
+  std::memcpy(mine_.data(), &header, sizeof header);
+  if (bytes > 0) std::memcpy(offered_payload(), data, bytes);
+}
+
+std::byte* Agreement::offered_payload() { return mine_.data() + kHeaderBytes; }
+
+void Agreement::exchange() {
+  if (eager_bytes_ == 0) {
+    comm_.allreduce(agreed_.data(), agreed_.data(), length_, DataType::UInt8, ReduceOp::Min);
+    return;
+  }
+  const int n = comm_.size();
+  const std::size_t block = mine_.size();
+  all_.resize(block * static_cast<std::size_t>(n));
+  block_sizes_.assign(static_cast<std::size_t>(n), block);
+  comm_.allgatherv(mine_.data(), block, all_.data(), block_sizes_);
+  payloads_.resize(static_cast<std::size_t>(n));
+  vectors_.resize(static_cast<std::size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    const std::byte* theirs = all_.data() + static_cast<std::size_t>(r) * block;
+    Header header;
+    std::memcpy(&header, theirs, sizeof header);
+    if (header.block_bytes != block) {
+      throw InvalidArgumentError("rank " + std::to_string(r) + "'s negotiation block has " +
+                                 std::to_string(header.block_bytes) + " bytes where rank " +
+                                 std::to_string(comm_.rank()) + "'s has " + std::to_string(block) +
+                                 ": KOLO_EAGER_BYTES or KOLO_CACHE_CAPACITY differ across ranks");
+    }
+    payloads_[r] = theirs + kHeaderBytes;
+    vectors_[r] = theirs + kHeaderBytes + eager_bytes_;
+  }
+  agreed_.resize(length_);
+  if (length_ > 0) reduce_many(agreed_.data(), vectors_.data(), n, length_, DataType::UInt8, ReduceOp::Min);
+}
+
+std::optional<std::uint32_t> Agreement::common_offer() const {
+  if (eager_bytes_ == 0) return std::nullopt;
+  const std::size_t block = mine_.size();
+  std::uint32_t first = 0;
+  for (int r = 0; r < comm_.size(); ++r) {
+    Header header;
+    std::memcpy(&header, all_.data() + static_cast<std::size_t>(r) * block, sizeof header);
+    if (header.bit_plus_one == 0 || (r > 0 && header.bit_plus_one != first)) return std::nullopt;
+    first = header.bit_plus_one;
+  }
+  return first - 1;
+}
+
+}  // namespace kolo::engine
