@@ -11,6 +11,7 @@ namespace kolo::engine {
 namespace {
 
 constexpr std::size_t kHeaderBytes = 8;
+constexpr const char* config_hint = ": KOLO_EAGER_BYTES or KOLO_CACHE_CAPACITY differ across ranks";
 constexpr std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
 
 }  // namespace
@@ -55,7 +56,11 @@ void Agreement::exchange() {
   const std::size_t block = mine_.size();
   all_.resize(block * static_cast<std::size_t>(n));
   block_sizes_.assign(static_cast<std::size_t>(n), block);
-  comm_.allgatherv(mine_.data(), block, all_.data(), block_sizes_);
+  try {
+    comm_.allgatherv(mine_.data(), block, all_.data(), block_sizes_);
+  } catch (const InvalidArgumentError& e) {  // a transport that notices the sizes differ
+    throw InvalidArgumentError(std::string("the ranks' negotiation blocks differ (") + e.what() + ")" + config_hint);
+  }
   payloads_.resize(static_cast<std::size_t>(n));
   vectors_.resize(static_cast<std::size_t>(n));
   for (int r = 0; r < n; ++r) {
@@ -65,8 +70,7 @@ void Agreement::exchange() {
     if (header.block_bytes != block) {
       throw InvalidArgumentError("rank " + std::to_string(r) + "'s negotiation block has " +
                                  std::to_string(header.block_bytes) + " bytes where rank " +
-                                 std::to_string(comm_.rank()) + "'s has " + std::to_string(block) +
-                                 ": KOLO_EAGER_BYTES or KOLO_CACHE_CAPACITY differ across ranks");
+                                 std::to_string(comm_.rank()) + "'s has " + std::to_string(block) + config_hint);
     }
     payloads_[r] = theirs + kHeaderBytes;
     vectors_[r] = theirs + kHeaderBytes + eager_bytes_;

@@ -65,6 +65,7 @@ Engine::Engine(std::unique_ptr<comm::Communicator> comm, EngineConfig config)
       path = dot == std::string::npos ? path + suffix : path.insert(dot, suffix);
     }
     timeline_ = std::make_unique<Timeline>(path, rank_);
+    executor_.set_timed(true);
   }
   if (config_.flight_recorder_size > 0) {
     std::string dir = config_.flight_recorder_dir.empty() ? "/tmp/kolo-flight" : config_.flight_recorder_dir;
@@ -81,9 +82,9 @@ void Engine::submit(std::vector<Entry> entries, bool wake) {
   std::lock_guard lock(mutex_);
   if (stopped_) std::rethrow_exception(stopped_);
   if (shutdown_requested_) throw ShutdownError("kolo is shutting down");
-  std::set<std::string> names;
+  std::set<std::string> names;  // a group's names among themselves
   for (const auto& e : entries) {
-    if (in_flight_.count(e.request.name) || !names.insert(e.request.name).second)
+    if (in_flight_.count(e.request.name) || (entries.size() > 1 && !names.insert(e.request.name).second))
       throw InvalidArgumentError("an operation named '" + e.request.name +
                                  "' is already in flight on this rank; wait for it or use another name");
   }
@@ -143,7 +144,8 @@ void Engine::cycle_once() {
 }
 
 void Engine::drive(const detail::OpState& state, std::chrono::steady_clock::time_point deadline) {
-  while (!state.done() && std::chrono::steady_clock::now() < deadline) {
+  const bool forever = deadline == std::chrono::steady_clock::time_point::max();
+  while (!state.done() && (forever || std::chrono::steady_clock::now() < deadline)) {
     std::unique_lock cycle(cycle_mutex_, std::try_to_lock);
     if (!cycle.owns_lock() || finished_ || stalled_) {
       // Another thread runs the cycle, or every rank waits on another: let the
@@ -205,7 +207,7 @@ void Engine::complete(const std::string& name, std::exception_ptr error) {
 
 void Engine::accept(Entry entry) {
   Request& request = entry.request;
-  entry.accepted_at = std::chrono::steady_clock::now();
+  entry.accepted_at = timeline_ ? std::chrono::steady_clock::now() : entry.submitted_at;
   if (recorder_) entry.seq = recorder_->begin(request, entry.submitted_at);
   if (request.op == OpType::Join) joined_ = true;
   auto lookup = config_.cache_capacity > 0 && request.group.empty() ? cache_.lookup(request)
@@ -222,14 +224,14 @@ void Engine::accept(Entry entry) {
 
 bool Engine::run_cycle() {
   bool shutting_down;
-  std::vector<Entry> fresh;
   {
     std::lock_guard lock(mutex_);
-    fresh.swap(queue_);
+    fresh_.swap(queue_);  // both keep their capacity: no allocation per submit
     shutting_down = shutdown_requested_;
   }
-  bool progressed = !fresh.empty();
-  for (auto& e : fresh) accept(std::move(e));
+  bool progressed = !fresh_.empty();
+  for (auto& e : fresh_) accept(std::move(e));
+  fresh_.clear();
 
   // b) Agree on the state of every rank (carrying one small allreduce when it can).
   const std::uint32_t slots = cache_.slots();
@@ -399,7 +401,6 @@ void Engine::execute_eager(std::uint32_t bit) {
   const std::string& name = response.names[0];
   auto it = entries_.find(name);
   if (it == entries_.end()) throw Error("internal: no local operation named '" + name + "' for an eager allreduce");
-  if (recorder_) recorder_->update(it->second.seq, OpPhase::Executing);
   executor_.reduce_gathered(response, it->second, agreement_.payloads());
   if (timeline_) record({&response});
   complete(name, nullptr);

@@ -104,6 +104,7 @@ class Engine {
   std::vector<Request> uncached_;           // to send to the coordinator next
   std::vector<std::pair<std::uint32_t, std::string>> cached_pending_;  // bit, name
   std::vector<std::uint32_t> invalidate_;   // cache bits this rank found stale
+  std::vector<Entry> fresh_;                // this cycle's share of queue_
   bool joined_ = false;
   std::chrono::steady_clock::time_point last_stall_check_ = std::chrono::steady_clock::now();
   ResponseCache cache_;

@@ -52,7 +52,8 @@ bool buffers_overlap(const std::vector<comm::Region>& regions, std::size_t esize
 void Executor::run(const std::vector<const Response*>& batch, EntryMap& entries) {
   const Response& first = *batch.front();
   phases_ = Phases{};
-  phases_.start = phases_.comm_start = std::chrono::steady_clock::now();
+  stamp(phases_.start);
+  phases_.comm_start = phases_.start;
   switch (first.op) {
     case OpType::Allreduce: allreduce(batch, entries); break;
     case OpType::Allgather: allgather(first, entry_for(entries, first)); break;
@@ -64,7 +65,7 @@ void Executor::run(const std::vector<const Response*>& batch, EntryMap& entries)
       if (auto it = entries.find(first.names[0]); it != entries.end()) it->second.state->last_joined = first.last_joined;
       break;
   }
-  phases_.end = std::chrono::steady_clock::now();
+  stamp(phases_.end);
   if (phases_.comm_end < phases_.comm_start) phases_.comm_end = phases_.end;
 }
 
@@ -117,10 +118,10 @@ void Executor::allreduce(const std::vector<const Response*>& batch, EntryMap& en
       regions.push_back({p.entry->input.data, p.entry->output.data, p.count});
     }
     if (regions.size() == parts.size() && !buffers_overlap(regions, esize)) {
-      phases_.comm_start = std::chrono::steady_clock::now();
+      stamp(phases_.comm_start);
       comm_.allreduce_regions(regions, dtype, wire_op);
       for (const comm::Region& r : regions) finish_reduction(r.recv, r.count, dtype, first.reduce_op, first.postscale);
-      phases_.comm_end = std::chrono::steady_clock::now();
+      stamp(phases_.comm_end);
       return;
     }
   }
@@ -151,11 +152,11 @@ void Executor::allreduce(const std::vector<const Response*>& batch, EntryMap& en
   }
 
   phases_.fused = !direct;
-  phases_.comm_start = std::chrono::steady_clock::now();
+  stamp(phases_.comm_start);
   if (first.prescale != 1.0) scale(data, total, dtype, first.prescale);  // send == data here
   comm_.allreduce(send, data, total, dtype, wire_op);
   finish_reduction(data, total, dtype, first.reduce_op, first.postscale);
-  phases_.comm_end = std::chrono::steady_clock::now();
+  stamp(phases_.comm_end);
 
   if (!direct) {
     std::size_t offset = 0;
@@ -168,12 +169,14 @@ void Executor::allreduce(const std::vector<const Response*>& batch, EntryMap& en
 
 void Executor::reduce_gathered(const Response& response, Entry& entry, const std::vector<const void*>& inputs) {
   phases_ = Phases{};
-  phases_.start = phases_.comm_start = std::chrono::steady_clock::now();
+  stamp(phases_.start);
+  phases_.comm_start = phases_.start;
   const auto count = static_cast<std::size_t>(response.sizes[0]);
   const ReduceOp wire_op = response.reduce_op == ReduceOp::Average ? ReduceOp::Sum : response.reduce_op;
   reduce_many(entry.output.data, inputs.data(), comm_.size(), count, response.dtype, wire_op);
   finish_reduction(entry.output.data, count, response.dtype, response.reduce_op, response.postscale);
-  phases_.comm_end = phases_.end = std::chrono::steady_clock::now();
+  stamp(phases_.end);
+  phases_.comm_end = phases_.end;
 }
 
 void Executor::allgather(const Response& response, Entry& entry) {

@@ -101,8 +101,13 @@ void FlightRecorder::update(std::uint64_t seq, OpPhase phase) {
   FlightRecord& r = ring_[seq % ring_.size()];
   if (r.seq != seq) return;  // already overwritten by a newer operation
   r.phase = phase;
-  if (phase == OpPhase::Executing) r.started_us = now_us();
-  else r.finished_us = now_us();
+  if (phase == OpPhase::Executing) {
+    r.started_us = now_us();
+  } else {
+    r.finished_us = now_us();
+    // Finished without a separate start (in the negotiation step itself).
+    if (phase == OpPhase::Done && r.started_us == 0) r.started_us = r.finished_us;
+  }
 }
 
 std::string FlightRecorder::to_json(const std::string& reason, int blamed_rank) const {

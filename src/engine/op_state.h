@@ -2,6 +2,7 @@
 // by the user's threads.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <exception>
@@ -49,7 +50,8 @@ class OpState {
   mutable std::mutex mutex_;
   mutable std::condition_variable cv_;
   int parts_;
-  bool done_ = false;
+  // Written under mutex_ (for the waiters' condition), read without it by done().
+  std::atomic<bool> done_{false};
   std::exception_ptr error_;
 };
 

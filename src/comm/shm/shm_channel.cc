@@ -99,6 +99,8 @@ ShmChannel::ShmChannel(JoinedSegment segment, int rank, const CommunicatorOption
       step_(segment.first_step) {
   oversubscribed_ = layout_.size > cpus_of_all_ranks(&control(0), layout_.size);
   spin_budget_ = kSpinBudget;
+  known_consumed_.assign(static_cast<std::size_t>(layout_.size), step_);
+  scratch_.resize(static_cast<std::size_t>(layout_.size) * kFlaggedBytes);
 }
 
 ShmChannel::~ShmChannel() {
@@ -110,6 +112,11 @@ ShmChannel::~ShmChannel() {
 
 RankControl& ShmChannel::control(int rank) const {
   return reinterpret_cast<RankControl*>(mapping_.base() + layout_.control_offset)[rank];
+}
+
+FlaggedLine* ShmChannel::flagged(int rank) const {
+  const std::size_t area = static_cast<std::size_t>(rank) * 2 + (step_ & 1u);
+  return reinterpret_cast<FlaggedLine*>(mapping_.base() + layout_.flagged_offset) + area * kFlaggedLines;
 }
 
 std::byte* ShmChannel::slot(int rank) const {
@@ -126,8 +133,14 @@ void ShmChannel::acquire_slot() {
   const std::uint32_t target = step_ - 1;
   for (int d = 1; d < size(); ++d) {
     int peer = (rank_ + d) % size();
+    if (reached(known_consumed_[peer], target)) continue;
     wait_until(peer, control(peer).consumed, target);
+    known_consumed_[peer] = target;
   }
+}
+
+void ShmChannel::note_peer_reached_step(int peer) {
+  if (reached(step_, known_consumed_[peer])) known_consumed_[peer] = step_;
 }
 
 void ShmChannel::post() {
@@ -135,13 +148,52 @@ void ShmChannel::post() {
   publish(control(rank_).posted, step_ + 1);
 }
 void ShmChannel::post_reduced() { publish(control(rank_).reduced, step_ + 1); }
-void ShmChannel::wait_posted(int peer) { wait_until(peer, control(peer).posted, step_ + 1); }
-void ShmChannel::wait_reduced(int peer) { wait_until(peer, control(peer).reduced, step_ + 1); }
+void ShmChannel::wait_posted(int peer) {
+  wait_until(peer, control(peer).posted, step_ + 1);
+  note_peer_reached_step(peer);
+}
+void ShmChannel::wait_reduced(int peer) {
+  wait_until(peer, control(peer).reduced, step_ + 1);
+  note_peer_reached_step(peer);
+}
 
 void ShmChannel::finish_step() {
   publish(control(rank_).consumed, step_ + 1);
   ++step_;
+  ++flag_step_;
   mid_step_ = false;
+}
+
+// ---- flagged lines -------------------------------------------------------------------
+
+void ShmChannel::write_flagged(const std::byte* data, std::size_t bytes) {
+  FlaggedLine* lines = flagged(rank_);
+  const std::uint64_t flag = flag_step_ + 1;
+  for (std::size_t i = 0, at = 0; at < bytes; ++i, at += kFlaggedLineData) {
+    std::memcpy(lines[i].data, data + at, std::min(kFlaggedLineData, bytes - at));
+    lines[i].step.store(flag, std::memory_order_release);
+  }
+  post();  // for readers that fell asleep, and for the failure checks
+}
+
+void ShmChannel::read_flagged(int peer, std::byte* out, std::size_t bytes) {
+  const FlaggedLine* lines = flagged(peer);
+  const std::uint64_t flag = flag_step_ + 1;
+  for (std::size_t i = 0, at = 0; at < bytes; ++i, at += kFlaggedLineData) {
+    auto arrived = [&] { return lines[i].step.load(std::memory_order_acquire) == flag; };
+    if (!arrived() && !spin(arrived)) {
+      // The peer posts after its last line: wait for that, sleeping if need be
+      // and watching for its failure; then every line is there.
+      wait_until(peer, control(peer).posted, step_ + 1);
+      if (!arrived()) {
+        throw InvalidArgumentError("rank " + std::to_string(peer) + " sent fewer than the " + std::to_string(bytes) +
+                                   " bytes rank " + std::to_string(rank_) + " expects in " + operation_ +
+                                   ": the ranks' sizes differ");
+      }
+    }
+    std::memcpy(out + at, lines[i].data, std::min(kFlaggedLineData, bytes - at));
+  }
+  note_peer_reached_step(peer);
 }
 
 // Dekker-style pairing with sleep_until: the publisher stores the value and then
@@ -162,10 +214,15 @@ void ShmChannel::wait_until(int peer, Counter& counter, std::uint32_t target) {
 }
 
 bool ShmChannel::spin_until(const Counter& counter, std::uint32_t target) const {
+  return spin([&] { return reached(counter.value.load(std::memory_order_acquire), target); });
+}
+
+template <class Ready>
+bool ShmChannel::spin(Ready ready) const {
   const auto start = Clock::now();
   for (std::uint32_t i = 1;; ++i) {
     cpu_relax();
-    if (reached(counter.value.load(std::memory_order_acquire), target)) return true;
+    if (ready()) return true;
     if ((i & 15u) == 0) {
       const auto spent = Clock::now() - start;
       if (aborted_.load(std::memory_order_relaxed) || spent > spin_budget_) return false;

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "comm/communicator.h"
 #include "comm/shm/shm_layout.h"
@@ -52,6 +53,17 @@ class ShmChannel {
   void wait_reduced(int peer);
   // This rank has read everything it needs of the step; move to the next one.
   void finish_step();
+
+  // ---- flagged lines: messages of up to kFlaggedBytes (shm_layout.h) -------------------
+  // The writer (after acquire_slot) puts its message into its flagged area for the
+  // step, then posts. A reader waits for each line's flag, which comes in the same
+  // cache-line transfer as the line's data: one transfer on the critical path
+  // instead of two (the posted counter, then the data).
+  void write_flagged(const std::byte* data, std::size_t bytes);
+  // Copies `peer`'s flagged message of `bytes` bytes for this step into `out`.
+  void read_flagged(int peer, std::byte* out, std::size_t bytes);
+  // Room for one flagged message per rank, for algorithms that need to keep them.
+  std::byte* scratch(int rank) { return scratch_.data() + static_cast<std::size_t>(rank) * kFlaggedBytes; }
   // True between the first acquire/post of a step and its finish_step: an error
   // thrown then leaves this rank out of step with its peers.
   bool mid_step() const { return mid_step_; }
@@ -65,6 +77,13 @@ class ShmChannel {
 
  private:
   RankControl& control(int rank) const;
+  FlaggedLine* flagged(int rank) const;
+  // Polls `ready` with pause instructions, yielding as described in
+  // shm_channel.cc; false when the spin budget ran out (or on abort).
+  template <class Ready>
+  bool spin(Ready ready) const;
+  // What a peer's publication for this step proves: it finished the step before.
+  void note_peer_reached_step(int peer);
   void publish(Counter& counter, std::uint32_t value);
   void wait_until(int peer, Counter& counter, std::uint32_t target);
   bool spin_until(const Counter& counter, std::uint32_t target) const;
@@ -81,6 +100,14 @@ class ShmChannel {
   int rank_;
   CommunicatorOptions options_;
   std::uint32_t step_;
+  // Steps finished, counted from 0 on every rank: the flags of flagged lines (64
+  // bits, so that a flag is never mistaken for one from 2^32 steps earlier).
+  std::uint64_t flag_step_ = 0;
+  // Per peer, a value its consumed counter has certainly reached (a peer that
+  // posted for step s has finished step s-1): acquire_slot reads the peer's
+  // counter (a cache miss) only when this does not already settle it.
+  std::vector<std::uint32_t> known_consumed_;
+  std::vector<std::byte> scratch_;
   std::chrono::nanoseconds spin_budget_;
   bool oversubscribed_;  // more ranks than usable CPUs: yield from the first poll
   const char* operation_ = "setup";

@@ -9,7 +9,8 @@
 // count unlinks the name, so nothing is left in /dev/shm even if ranks crash
 // later. Layout (shm_layout.h): a header page, one control block per rank (three
 // progress counters, each on its own cache line, plus pid, state and an abort
-// reason), then per rank two data slots of `slot_bytes` each.
+// reason), per rank two areas of flagged lines (small messages, below), then per
+// rank two data slots of `slot_bytes` each.
 // Tunables: KOLO_SHM_SLOT_BYTES (default 1 MiB), KOLO_SHM_SMALL_BYTES (64 KiB).
 //
 // STEPS (shm_channel.cc). Every collective is a sequence of steps, numbered by a
@@ -42,6 +43,19 @@
 // Every element is reduced once, by its owner, in rank order, so all ranks get
 // the same bits. Each rank moves ~3x its share of the data and reduces 1/size
 // of it, all ranks in parallel, and phases of consecutive chunks overlap.
+// FLAGGED LINES (up to kFlaggedBytes = 1792 bytes: small allreduces and
+// allgathers, the engine's negotiation step). The message goes into the rank's
+// flagged area as 64-byte lines of 56 data bytes plus a 64-bit flag, the number
+// of the step that wrote it; the reader polls each line's flag, which arrives in
+// the same cache-line transfer as the data, so the critical path is one transfer
+// instead of two (counter, then data). The writer still posts afterwards: a
+// reader that runs out of spin budget sleeps on that counter as usual, and a
+// line still unflagged once the writer has posted means it sent less than the
+// reader expects (an error, not a hang). The areas hold nothing but flagged
+// lines, so a flag is never stale user data.
+// Also: a peer that posted for step s had finished step s-1, so a rank learns
+// its peers' progress from the data it reads and acquire_slot reads their
+// consumed counters (another cache miss) only when that does not settle it.
 // ALLREDUCE, small: one step: every rank copies its whole input into its slot,
 // posts, waits for every peer and reduces all inputs in rank order itself (same
 // kernel, same order, same bits on every rank). One synchronization instead of

@@ -11,8 +11,21 @@ namespace kolo::comm::shm {
 
 inline constexpr std::size_t kCacheLine = 64;
 inline constexpr std::size_t kPageSize = 4096;
-// Written last by rank 0, once the header is complete ("KOL" + layout version 2).
-inline constexpr std::uint32_t kReadyMagic = 0x4b4f4c02;
+// Written last by rank 0, once the header is complete ("KOL" + layout version 3).
+inline constexpr std::uint32_t kReadyMagic = 0x4b4f4c03;
+
+// Flagged lines (small messages, shm_channel.h): each 64-byte line carries 56
+// bytes of data and the 64-bit number of the step that wrote it. Every rank has
+// two areas of kFlaggedLines lines (by step parity, like the slots), used for
+// nothing else, so a flag is only ever a step number and never stale data.
+inline constexpr std::size_t kFlaggedLineData = 56;
+inline constexpr std::size_t kFlaggedLines = 32;
+inline constexpr std::size_t kFlaggedBytes = kFlaggedLineData * kFlaggedLines;  // 1792 bytes per message
+struct alignas(kCacheLine) FlaggedLine {
+  std::byte data[kFlaggedLineData];
+  std::atomic<std::uint64_t> step;  // 1 + the step that wrote `data`; 0: never written
+};
+static_assert(sizeof(FlaggedLine) == kCacheLine);
 
 static_assert(std::atomic<std::uint32_t>::is_always_lock_free, "futex words must be plain lock-free 32-bit words");
 
@@ -67,6 +80,7 @@ struct Layout {
   int size = 0;
   std::size_t slot_bytes = 0;
   std::size_t control_offset = 0;
+  std::size_t flagged_offset = 0;  // per rank two areas of kFlaggedLines lines
   std::size_t data_offset = 0;
   std::size_t total_bytes = 0;
 
@@ -75,7 +89,9 @@ struct Layout {
     l.size = size;
     l.slot_bytes = slot_bytes;
     l.control_offset = round_up(sizeof(SegmentHeader), kPageSize);
-    l.data_offset = round_up(l.control_offset + sizeof(RankControl) * static_cast<std::size_t>(size), kPageSize);
+    l.flagged_offset = round_up(l.control_offset + sizeof(RankControl) * static_cast<std::size_t>(size), kPageSize);
+    l.data_offset =
+        round_up(l.flagged_offset + 2 * kFlaggedLines * sizeof(FlaggedLine) * static_cast<std::size_t>(size), kPageSize);
     l.total_bytes = l.data_offset + 2 * slot_bytes * static_cast<std::size_t>(size);
     return l;
   }

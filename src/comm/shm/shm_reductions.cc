@@ -34,6 +34,33 @@ void allreduce_one_step(ShmChannel& channel, const RegionList& regions, DataType
   channel.finish_step();
 }
 
+// Tiny messages (up to kFlaggedBytes): the same one step through flagged lines,
+// which arrive with their data (no separate posted counter on the critical path).
+void allreduce_flagged(ShmChannel& channel, const RegionList& regions, DataType dtype, ReduceOp op,
+                       std::span<const void*> srcs) {
+  const int n = channel.size(), me = channel.rank();
+  const std::size_t es = element_size(dtype);
+  const std::size_t count = regions.count(), bytes = count * es;
+  // This rank's input, packed into its scratch: contiguous, and never the
+  // destination of the reduction below (outputs may alias inputs).
+  std::byte* mine = channel.scratch(me);
+  regions.for_each(0, count, [&](const std::byte* send, std::byte*, std::size_t len, std::size_t pos) {
+    std::memcpy(mine + pos * es, send, len * es);
+  });
+  channel.acquire_slot();
+  channel.write_flagged(mine, bytes);
+  for (int j = 0; j < n; ++j) {
+    if (j != me) channel.read_flagged(j, channel.scratch(j), bytes);
+    srcs[j] = channel.scratch(j);
+  }
+  alignas(kCacheLine) std::byte reduced[kFlaggedBytes];
+  reduce_many(reduced, srcs.data(), n, count, dtype, op);
+  regions.for_each(0, count, [&](const std::byte*, std::byte* recv, std::size_t len, std::size_t pos) {
+    std::memcpy(recv, reduced + pos * es, len * es);
+  });
+  channel.finish_step();
+}
+
 // Large messages: chunk by chunk, each rank reduces the segment it owns.
 void allreduce_pipelined(ShmChannel& channel, const RegionList& regions, DataType dtype, ReduceOp op,
                          std::span<const void*> srcs, std::span<const void*> run_srcs) {
@@ -99,7 +126,9 @@ void allreduce(ShmChannel& channel, const RegionList& regions, DataType dtype, R
                std::span<const void*> srcs, std::span<const void*> run_srcs) {
   const std::size_t bytes = regions.count() * element_size(dtype);
   if (bytes == 0) return;
-  if (bytes <= channel.small_bytes()) {
+  if (bytes <= kFlaggedBytes) {
+    allreduce_flagged(channel, regions, dtype, op, srcs);
+  } else if (bytes <= channel.small_bytes()) {
     allreduce_one_step(channel, regions, dtype, op, srcs, run_srcs);
   } else {
     allreduce_pipelined(channel, regions, dtype, op, srcs, run_srcs);
