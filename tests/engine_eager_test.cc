@@ -102,7 +102,10 @@ double collectives_per_call(int rank, std::optional<std::size_t> eager_bytes, st
 }
 
 TEST(EngineEager, ASmallCachedAllreduceTakesOneCollective) {
-  run_ranks(2, [](int rank) { EXPECT_EQ(collectives_per_call(rank, 256, 2), 1.0); }, no_store());
+  run_ranks(2, [](int rank) {
+    EXPECT_EQ(collectives_per_call(rank, 256, 2), 1.0);
+    EXPECT_EQ(collectives_per_call(rank, std::nullopt, 16), 1.0);  // the default: 64 bytes in small jobs
+  }, no_store());
 }
 
 TEST(EngineEager, WithoutItOrAboveItsSizeTheDataTakesASecondCollective) {

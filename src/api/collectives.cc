@@ -38,9 +38,9 @@ std::string name_for(const std::string& given, const char* op, const Location& w
   return given.empty() ? auto_name(op, where) : given;
 }
 
-Request describe(const std::string& name, OpType op, const Tensor& t) {
+Request describe(std::string name, OpType op, const Tensor& t) {
   Request r;
-  r.name = name;
+  r.name = std::move(name);
   r.op = op;
   r.dtype = t.dtype;
   r.shape = t.shape;
@@ -59,13 +59,13 @@ Handle submit(std::vector<Entry> entries) {
 Handle submit(Request request, Tensor input, Tensor output) {
   auto state = std::make_shared<detail::OpState>(request.name);
   std::vector<Entry> entries;
-  entries.push_back(Entry{std::move(request), input, output, state});
+  entries.push_back(Entry{std::move(request), std::move(input), std::move(output), std::move(state)});
   return submit(std::move(entries));
 }
 
-Request allreduce_request(const std::string& name, const Tensor& t, const AllreduceOptions& o) {
+Request allreduce_request(std::string name, const Tensor& t, const AllreduceOptions& o) {
   if (!is_valid(o.op)) throw InvalidArgumentError("allreduce of '" + name + "' has an invalid reduce op");
-  Request r = describe(name, OpType::Allreduce, t);
+  Request r = describe(std::move(name), OpType::Allreduce, t);
   r.reduce_op = o.op;
   r.prescale = o.prescale;
   r.postscale = o.postscale;
@@ -75,7 +75,8 @@ Request allreduce_request(const std::string& name, const Tensor& t, const Allred
 }  // namespace
 
 Handle allreduce_async(Tensor tensor, const AllreduceOptions& options, Location where) {
-  return allreduce_async(tensor, tensor, options, where);
+  Tensor output = tensor;
+  return allreduce_async(std::move(tensor), std::move(output), options, where);
 }
 
 Handle allreduce_async(Tensor input, Tensor output, const AllreduceOptions& options, Location where) {
@@ -85,17 +86,18 @@ Handle allreduce_async(Tensor input, Tensor output, const AllreduceOptions& opti
   if (output.dtype != input.dtype || output.shape != input.shape)
     throw InvalidArgumentError("output of allreduce '" + name + "' must match the input: input " + to_string(input.dtype) +
                                to_string(input.shape) + ", output " + to_string(output.dtype) + to_string(output.shape));
-  return submit(allreduce_request(name, input, options), input, output);
+  Request request = allreduce_request(std::move(name), input, options);
+  return submit(std::move(request), std::move(input), std::move(output));
 }
 
 void allreduce(Tensor tensor, const AllreduceOptions& options, Location where) {
   CallerWaits waits;
-  allreduce_async(tensor, options, where).wait();
+  allreduce_async(std::move(tensor), options, where).wait();
 }
 
 void allreduce(Tensor input, Tensor output, const AllreduceOptions& options, Location where) {
   CallerWaits waits;
-  allreduce_async(input, output, options, where).wait();
+  allreduce_async(std::move(input), std::move(output), options, where).wait();
 }
 
 Handle grouped_allreduce_async(std::span<const Tensor> tensors, const AllreduceOptions& options, Location where) {
@@ -122,7 +124,7 @@ void grouped_allreduce(std::span<const Tensor> tensors, const AllreduceOptions& 
 Handle allgather_async(Tensor input, const CollectiveOptions& options, Location where) {
   auto name = name_for(options.name, "allgather", where);
   check_tensor(input, "input", name);
-  return submit(describe(name, OpType::Allgather, input), input, Tensor{});
+  return submit(describe(std::move(name), OpType::Allgather, input), input, Tensor{});
 }
 
 Buffer allgather(Tensor input, const CollectiveOptions& options, Location where) {

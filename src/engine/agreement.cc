@@ -22,8 +22,9 @@ Agreement::Agreement(comm::Communicator& comm, std::size_t eager_bytes)
 }
 
 std::size_t Agreement::block_bytes() const {
-  // Blocks start on cache lines, so payloads are aligned for any element type.
-  return round_up(kHeaderBytes + eager_bytes_ + length_, 64);
+  // Multiples of 8 bytes, so that every payload is aligned for any element type;
+  // no more, since every byte crosses to every peer in every cycle.
+  return round_up(kHeaderBytes + eager_bytes_ + length_, 8);
 }
 
 std::uint8_t* Agreement::begin(std::size_t length) {

@@ -16,7 +16,7 @@ struct EngineConfig {
   // KOLO_CACHE_CAPACITY: responses kept for the steady-state fast path (0 disables it).
   std::size_t cache_capacity = 1024;
   // KOLO_EAGER_BYTES: a cached allreduce up to this size travels in the
-  // negotiation step itself (engine/agreement.h); 0 disables. Unset: 256 bytes in
+  // negotiation step itself (engine/agreement.h); 0 disables. Unset: 64 bytes in
   // jobs of up to 16 ranks, else 0.
   std::optional<std::size_t> eager_bytes;
   // KOLO_STALL_CHECK_TIME (seconds, 0 disables): rank 0 warns about operations

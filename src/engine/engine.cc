@@ -38,7 +38,7 @@ constexpr std::size_t kHeader = 5;      // then `slots` ready bits, then `slots`
 
 // Eager allreduces in the agreement step (agreement.h), by default: up to this
 // many bytes, in jobs of up to this many ranks.
-constexpr std::size_t kEagerBytes = 256;
+constexpr std::size_t kEagerBytes = 64;
 constexpr int kEagerMaxRanks = 16;
 
 std::exception_ptr error_for(const Response& response) {
@@ -114,14 +114,25 @@ void Engine::loop() {
       // the communicator; idle ranks join every cycle_time. When every rank has
       // work but none could progress (each waits for something the others have
       // not submitted), all of them wait a cycle_time instead of spinning.
-      const bool go_now = busy_ && !stalled_;
-      wake_.wait_for(lock, config_.cycle_time,
-                     [&] { return !queue_.empty() || shutdown_requested_ || go_now || finished_; });
+      auto has_work = [&] { return !queue_.empty() || shutdown_requested_ || (busy_ && !stalled_) || finished_; };
+      const std::uint64_t cycles_before = cycles_.load(std::memory_order_relaxed);
+      const auto until = std::chrono::steady_clock::now() + config_.cycle_time;
+      while (!has_work() && wake_.wait_until(lock, until) == std::cv_status::no_timeout) {
+      }
+      // Idle, but a user thread ran cycles meanwhile (Engine::drive): this rank
+      // has taken part in negotiation, and an idle cycle now would only take the
+      // cycle from that thread and cost it two context switches.
+      if (!has_work() && cycles_.load(std::memory_order_relaxed) != cycles_before) continue;
     }
-    // A user thread driving cycles (Engine::drive) already does this work.
+    // A user thread driving cycles (Engine::drive) already does this work. Wait
+    // until it stops (it wakes this thread when it leaves work behind) instead of
+    // polling: polling took the queue's mutex on every pass, against the driver.
     std::unique_lock cycle(cycle_mutex_, std::try_to_lock);
     if (!cycle.owns_lock()) {
-      std::this_thread::yield();
+      std::unique_lock lock(mutex_);
+      const std::uint64_t exits = drive_exits_;
+      wake_.wait_for(lock, config_.cycle_time,
+                     [&] { return shutdown_requested_ || finished_ || drive_exits_ != exits; });
       continue;
     }
     if (!finished_) cycle_once();
@@ -129,6 +140,7 @@ void Engine::loop() {
 }
 
 void Engine::cycle_once() {
+  cycles_.fetch_add(1, std::memory_order_relaxed);
   std::exception_ptr reason;
   try {
     if (run_cycle()) return;
@@ -155,6 +167,15 @@ void Engine::drive(const detail::OpState& state, std::chrono::steady_clock::time
       continue;
     }
     cycle_once();
+  }
+  // Operations submitted asynchronously may still be pending: hand them to the
+  // background thread.
+  if (busy_ || !state.done()) {
+    {
+      std::lock_guard lock(mutex_);
+      ++drive_exits_;
+    }
+    wake_.notify_one();
   }
 }
 

@@ -92,12 +92,14 @@ class Engine {
   std::vector<Entry> queue_;
   std::set<std::string> in_flight_;
   bool shutdown_requested_ = false;
+  std::uint64_t drive_exits_ = 0;  // a driving user thread left work behind (wakes the background thread)
   std::exception_ptr stopped_;  // set once the thread has stopped: what later submits throw
 
   // Whoever runs cycles holds cycle_mutex_: the background thread, or a user thread
   // in drive(). Everything below it belongs to the holder.
   std::mutex cycle_mutex_;
   std::atomic<bool> finished_{false};  // the engine has stopped; cycles are over
+  std::atomic<std::uint64_t> cycles_{0};  // cycles run so far, by any thread
   std::atomic<bool> busy_{false};      // operations are pending (read by the idle wait)
   std::atomic<bool> stalled_{false};   // every rank had work and nothing progressed last cycle
   EntryMap entries_;

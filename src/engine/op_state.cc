@@ -25,6 +25,12 @@ void OpState::wait_done_until(std::chrono::steady_clock::time_point deadline) co
 }
 
 void OpState::wait() const {
+  // Done is published after the error (under the mutex, with release), and
+  // neither changes afterwards: no lock needed to read them then.
+  if (done_.load(std::memory_order_acquire)) {
+    if (error_) std::rethrow_exception(error_);
+    return;
+  }
   std::unique_lock lock(mutex_);
   cv_.wait(lock, [&] { return done_.load(std::memory_order_relaxed); });
   if (error_) std::rethrow_exception(error_);
