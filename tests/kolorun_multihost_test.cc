@@ -45,6 +45,7 @@ using kolo::testing::lines_of;
 using kolo::testing::process_alive;
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
+using kolo::testing::seconds_bound;
 using kolo::testing::time_bound;
 using Fields = std::map<std::string, std::string>;
 
@@ -400,11 +401,11 @@ class KolorunSuiteAcrossHosts : public KolorunMultihostTest {
     for (int n : slots) size += n;
     // The hosts share this machine's CPUs: binding each host's ranks to "its"
     // cores would stack ranks of different hosts on the same core.
-    auto result = run_netns_job(concat(concat({"--timeout", "50", "--bind-to", "none", "-H", host_list(slots), "env",
+    auto result = run_netns_job(concat(concat({"--timeout", seconds_bound(50s), "--bind-to", "none", "-H", host_list(slots), "env",
                                                "KOLO_LOG_LEVEL=info"},
                                               env),
                                        {KOLO_COLLECTIVE_SUITE_PATH}),
-                                60s);
+                                time_bound(60s));
     RecordProperty("seconds", std::to_string(result.elapsed.count() / 1000.0));
     ASSERT_EQ(result.exit_code, 0) << result.err << result.out;
     for (int r = 0; r < size; ++r)
@@ -829,7 +830,7 @@ MpiSuiteRun run_mpi_suite(std::vector<std::string> launcher, const std::vector<s
   launcher.push_back(KOLO_COLLECTIVE_SUITE_PATH);
   if (small) launcher.insert(launcher.end(), {"--large-bytes", "4096"});
   MpiSuiteRun run;
-  run.result = kolo::testing::run_command(launcher, 60s);
+  run.result = kolo::testing::run_command(launcher, time_bound(60s));
   static const std::regex choice(R"(communicator: \S+ \(.*\))");
   std::smatch match;
   if (std::regex_search(run.result.err, match, choice)) run.communicator_line = match[0].str();
@@ -840,12 +841,12 @@ MpiSuiteRun run_mpi_suite(std::vector<std::string> launcher, const std::vector<s
 // mpirun ends its ranks on SIGTERM; `timeout` sends it one well before the test's
 // own limit would kill mpirun alone.
 const std::vector<std::string> kMpirun = {
-    "timeout", "-k", "5", "50", "mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "btl", "self,vader",
+    "timeout", "-k", "5", seconds_bound(50s), "mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "btl", "self,vader",
     "--mca", "btl_vader_single_copy_mechanism", "none", "--mca", "oob_tcp_if_include", "lo", "-np", "4"};
 
 TEST_F(KolorunMpi, CollectiveSuiteThroughKolorunMpiUsesMpiByDefault) {
   if (!kolo::comm::mpi_available()) GTEST_SKIP() << "kolo is built without MPI";
-  auto run = run_mpi_suite({KOLORUN_PATH, "--mpi", "-np", "4", "--timeout", "50"}, {});
+  auto run = run_mpi_suite({KOLORUN_PATH, "--mpi", "-np", "4", "--timeout", seconds_bound(50s)}, {});
   RecordProperty("seconds", std::to_string(run.result.elapsed.count() / 1000.0));
   ASSERT_EQ(run.result.exit_code, 0) << run.result.err << run.result.out;
   EXPECT_EQ(run.passed, 4) << run.result.out;
@@ -856,7 +857,7 @@ TEST_F(KolorunMpi, CollectiveSuiteThroughKolorunMpiUsesMpiByDefault) {
 TEST_F(KolorunMpi, KolorunMpiTakesTheBackendKoloBackendNames) {
   if (!kolo::comm::mpi_available()) GTEST_SKIP() << "kolo is built without MPI";
   for (const std::string backend : {"shm", "gloo"}) {
-    auto run = run_mpi_suite({KOLORUN_PATH, "--mpi", "-np", "4", "--timeout", "50"}, {"KOLO_BACKEND=" + backend},
+    auto run = run_mpi_suite({KOLORUN_PATH, "--mpi", "-np", "4", "--timeout", seconds_bound(50s)}, {"KOLO_BACKEND=" + backend},
                              /*small=*/true);
     ASSERT_EQ(run.result.exit_code, 0) << run.result.err << run.result.out;
     EXPECT_EQ(run.passed, 4) << run.result.out;

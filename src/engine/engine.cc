@@ -205,6 +205,7 @@ void Engine::fail_everything(std::exception_ptr error) {
   }
   for (auto& e : queued) e.state->complete_part(error);
   for (auto& [name, e] : entries_) e.state->complete_part(error);
+  cached_pending_.clear();  // points into entries_
   entries_.clear();
   try {
     comm_->abort(why);
@@ -233,14 +234,13 @@ void Engine::accept(Entry entry) {
   if (request.op == OpType::Join) joined_ = true;
   auto lookup = config_.cache_capacity > 0 && request.group.empty() ? cache_.lookup(request)
                                                                      : ResponseCache::Lookup{};
-  if (lookup.outcome == ResponseCache::Outcome::Hit) {
-    cached_pending_.emplace_back(lookup.bit, request.name);
-  } else {
+  if (lookup.outcome != ResponseCache::Outcome::Hit) {
     if (lookup.outcome == ResponseCache::Outcome::Conflict) invalidate_.push_back(lookup.bit);
     uncached_.push_back(request);
   }
   std::string name = request.name;
-  entries_.emplace(std::move(name), std::move(entry));
+  Entry& stored = entries_.emplace(std::move(name), std::move(entry)).first->second;
+  if (lookup.outcome == ResponseCache::Outcome::Hit) cached_pending_.emplace_back(lookup.bit, &stored);
 }
 
 bool Engine::run_cycle() {
@@ -262,7 +262,7 @@ bool Engine::run_cycle() {
   mine[kNotJoined] = !joined_;
   mine[kBusy] = !entries_.empty();
   mine[kNoStallCheck] = !stall_check_due();
-  for (const auto& [bit, name] : cached_pending_) mine[kHeader + bit] = 1;
+  for (const auto& [bit, entry] : cached_pending_) mine[kHeader + bit] = 1;
   std::fill(mine + kHeader + slots, mine + kHeader + 2 * slots, 1);
   for (auto bit : invalidate_) mine[kHeader + slots + bit] = 0;
   invalidate_.clear();
@@ -283,15 +283,17 @@ bool Engine::run_cycle() {
     cache_.erase(bit);
   }
   std::vector<Response> cached_ready;
-  std::vector<std::pair<std::uint32_t, std::string>> still_pending;
-  for (auto& [bit, name] : cached_pending_) {
+  // Keep what is still waiting for other ranks (in place: the vector keeps its
+  // capacity from cycle to cycle).
+  std::erase_if(cached_pending_, [&](const CachedPending& pending) {
+    const auto [bit, entry] = pending;
     const bool valid = agree[kHeader + slots + bit] != 0;
     if (!valid || any_joined) {
-      uncached_.push_back(entries_.at(name).request);
-    } else if (!agree[kHeader + bit]) {
-      still_pending.emplace_back(bit, name);
+      uncached_.push_back(entry->request);
+      return true;
     }
-  }
+    return agree[kHeader + bit] != 0;  // ready everywhere: runs below
+  });
   // The allreduce every rank carried in the step, if it is ready and valid everywhere.
   // (slots itself means none.)
   std::uint32_t eager = agreement_.common_offer().value_or(slots);
@@ -310,7 +312,6 @@ bool Engine::run_cycle() {
       }
     }
   }
-  cached_pending_ = std::move(still_pending);
   progressed |= !cached_ready.empty();
   execute(cached_ready, false);
 
@@ -402,7 +403,7 @@ void Engine::offer_eager() {
   if (agreement_.eager_bytes() == 0 || joined_) return;
   // The lowest ready bit that qualifies: ranks with the same operations ready
   // then offer the same one.
-  const std::pair<std::uint32_t, std::string>* chosen = nullptr;
+  const CachedPending* chosen = nullptr;
   for (const auto& pending : cached_pending_) {
     if (chosen && chosen->first < pending.first) continue;
     const Response& r = cache_.response(pending.first);
@@ -413,7 +414,7 @@ void Engine::offer_eager() {
   if (!chosen) return;
   const Response& r = cache_.response(chosen->first);
   const auto count = static_cast<std::size_t>(r.sizes[0]);
-  agreement_.offer(chosen->first, entries_.at(chosen->second).input.data, count * element_size(r.dtype));
+  agreement_.offer(chosen->first, chosen->second->input.data, count * element_size(r.dtype));
   if (r.prescale != 1.0) scale(agreement_.offered_payload(), count, r.dtype, r.prescale);
 }
 
@@ -430,12 +431,11 @@ void Engine::execute_eager(std::uint32_t bit) {
 void Engine::requeue_evicted() {
   // A cache insertion may have evicted a bit this rank was waiting on; every rank
   // evicts the same bits, so all of them send those requests again.
-  std::vector<std::pair<std::uint32_t, std::string>> kept;
-  for (auto& [bit, name] : cached_pending_) {
-    if (cache_.holds(bit, name)) kept.emplace_back(bit, name);
-    else uncached_.push_back(entries_.at(name).request);
-  }
-  cached_pending_ = std::move(kept);
+  std::erase_if(cached_pending_, [&](const CachedPending& pending) {
+    if (cache_.holds(pending.first, pending.second->request.name)) return false;
+    uncached_.push_back(pending.second->request);
+    return true;
+  });
 }
 
 bool Engine::stall_check_due() {

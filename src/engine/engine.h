@@ -104,7 +104,10 @@ class Engine {
   std::atomic<bool> stalled_{false};   // every rank had work and nothing progressed last cycle
   EntryMap entries_;
   std::vector<Request> uncached_;           // to send to the coordinator next
-  std::vector<std::pair<std::uint32_t, std::string>> cached_pending_;  // bit, name
+  // Cache hits waiting for other ranks: bit, and the entry in entries_ (map
+  // nodes stay put; an entry leaves this list before it is completed).
+  using CachedPending = std::pair<std::uint32_t, Entry*>;
+  std::vector<CachedPending> cached_pending_;
   std::vector<std::uint32_t> invalidate_;   // cache bits this rank found stale
   std::vector<Entry> fresh_;                // this cycle's share of queue_
   bool joined_ = false;

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <string>
 
 namespace kolo::testing {
 
@@ -27,6 +28,12 @@ template <class Rep, class Period>
 std::chrono::milliseconds time_bound(std::chrono::duration<Rep, Period> bound) {
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(bound);
   return std::chrono::milliseconds(static_cast<std::int64_t>(ms.count() * time_scale()));
+}
+
+// A hang guard handed to a program on its command line (kolorun --timeout,
+// timeout(1)), in whole seconds, stretched like time_bound.
+inline std::string seconds_bound(std::chrono::seconds bound) {
+  return std::to_string(std::chrono::duration_cast<std::chrono::seconds>(time_bound(bound)).count());
 }
 
 }  // namespace kolo::testing
