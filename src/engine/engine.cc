@@ -18,6 +18,7 @@
 #include <cstring>
 #include <thread>
 
+#include "common/coarse_clock.h"
 #include "common/logging.h"
 #include "common/reduce.h"
 #include "common/wire.h"
@@ -88,7 +89,9 @@ void Engine::submit(std::vector<Entry> entries, bool wake) {
       throw InvalidArgumentError("an operation named '" + e.request.name +
                                  "' is already in flight on this rank; wait for it or use another name");
   }
-  const auto now = std::chrono::steady_clock::now();
+  // Exact times only for the timeline; stall ages and flight records need
+  // milliseconds (common/coarse_clock.h).
+  const auto now = timeline_ ? std::chrono::steady_clock::now() : coarse_now();
   for (auto& e : entries) {
     e.submitted_at = now;
     in_flight_.insert(e.request.name);
@@ -444,7 +447,7 @@ bool Engine::stall_check_due() {
   // crosses it, but never more often than every 100 ms.
   auto interval = std::clamp(config_.stall_check_time / 4, std::chrono::milliseconds(100),
                              std::chrono::milliseconds(10000));
-  auto now = std::chrono::steady_clock::now();
+  auto now = coarse_now();
   if (now - last_stall_check_ < interval) return false;
   last_stall_check_ = now;
   return true;
@@ -453,7 +456,7 @@ bool Engine::stall_check_due() {
 void Engine::inspect_stalls() {
   PendingReport mine;
   mine.joined = joined_;
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = coarse_now();
   for (const auto& [name, e] : entries_) {
     if (e.request.op == OpType::Join) continue;  // waiting for slower ranks to join is normal
     auto age = std::chrono::duration_cast<std::chrono::milliseconds>(now - e.submitted_at).count();

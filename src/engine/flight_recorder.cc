@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/coarse_clock.h"
 #include "common/logging.h"
 
 namespace kolo::engine {
@@ -53,7 +54,7 @@ FlightRecorder::FlightRecorder(std::size_t capacity, int rank, int size, std::st
     : rank_(rank),
       size_(size),
       path_(std::move(path)),
-      origin_(std::chrono::steady_clock::now()),
+      origin_(coarse_now()),
       wall_origin_(std::chrono::system_clock::now()),
       ring_(std::max<std::size_t>(capacity, 1)) {}
 
@@ -79,7 +80,9 @@ FlightRecorder::~FlightRecorder() {
 }
 
 std::int64_t FlightRecorder::now_us() const {
-  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - origin_).count();
+  // Coarse (a few ms): a record says which operation waits and for how long;
+  // exact times are the timeline's job, and this runs twice per operation.
+  return std::chrono::duration_cast<std::chrono::microseconds>(coarse_now() - origin_).count();
 }
 
 std::uint64_t FlightRecorder::begin(const Request& request, std::chrono::steady_clock::time_point submitted) {
