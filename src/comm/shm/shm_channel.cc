@@ -177,6 +177,7 @@ void ShmChannel::write_flagged(const std::byte* data, std::size_t bytes) {
 }
 
 void ShmChannel::read_flagged(int peer, std::byte* out, std::size_t bytes) {
+  if (bytes == 0) return;  // nothing was sent, and nothing is proven about the peer
   const FlaggedLine* lines = flagged(peer);
   const std::uint64_t flag = flag_step_ + 1;
   for (std::size_t i = 0, at = 0; at < bytes; ++i, at += kFlaggedLineData) {
