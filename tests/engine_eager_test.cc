@@ -64,7 +64,7 @@ std::shared_ptr<detail::OpState> submit_allreduce(Engine& engine, const std::str
   std::vector<Entry> entries;
   entries.push_back(Entry{r, make_tensor(in.data(), static_cast<std::int64_t>(in.size())),
                           make_tensor(out.data(), static_cast<std::int64_t>(out.size())), state});
-  engine.submit(std::move(entries), false);
+  engine.submit(entries, false);
   return state;
 }
 

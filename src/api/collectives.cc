@@ -47,20 +47,20 @@ Request describe(std::string name, OpType op, const Tensor& t) {
   return r;
 }
 
-Handle submit(std::vector<Entry> entries) {
+// The entries are moved from.
+Handle submit(std::span<Entry> entries) {
   auto engine = runtime::engine();
   auto state = entries.front().state;
   state->engine = engine;
-  engine->submit(std::move(entries), !t_caller_waits);
+  engine->submit(entries, !t_caller_waits);
   t_caller_waits = false;
   return Handle(state);
 }
 
 Handle submit(Request request, Tensor input, Tensor output) {
   auto state = std::make_shared<detail::OpState>(request.name);
-  std::vector<Entry> entries;
-  entries.push_back(Entry{std::move(request), std::move(input), std::move(output), std::move(state)});
-  return submit(std::move(entries));
+  Entry entry{std::move(request), std::move(input), std::move(output), std::move(state)};
+  return submit({&entry, 1});
 }
 
 Request allreduce_request(std::string name, const Tensor& t, const AllreduceOptions& o) {
@@ -113,7 +113,7 @@ Handle grouped_allreduce_async(std::span<const Tensor> tensors, const AllreduceO
     r.group_size = static_cast<std::int32_t>(tensors.size());
     entries.push_back(Entry{std::move(r), tensors[i], tensors[i], state});
   }
-  return submit(std::move(entries));
+  return submit(entries);
 }
 
 void grouped_allreduce(std::span<const Tensor> tensors, const AllreduceOptions& options, Location where) {

@@ -16,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -44,7 +45,8 @@ class Engine {
   // (ShutdownError, PeerFailureError) once it has stopped.
   // `wake` false: the caller is about to wait (and so drive the cycles itself),
   // the background thread need not be woken.
-  void submit(std::vector<Entry> entries, bool wake = true);
+  // The entries are moved from (a span, so that a single operation needs no vector).
+  void submit(std::span<Entry> entries, bool wake = true);
 
   // Stops the background thread after failing what is pending. Idempotent.
   void shutdown();
