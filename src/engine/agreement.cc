@@ -64,6 +64,9 @@ void Agreement::exchange() {
   }
   payloads_.resize(static_cast<std::size_t>(n));
   vectors_.resize(static_cast<std::size_t>(n));
+  common_offer_.reset();
+  bool same_offer = true;
+  std::uint32_t first_offer = 0;
   for (int r = 0; r < n; ++r) {
     const std::byte* theirs = all_.data() + static_cast<std::size_t>(r) * block;
     Header header;
@@ -73,24 +76,14 @@ void Agreement::exchange() {
                                  std::to_string(header.block_bytes) + " bytes where rank " +
                                  std::to_string(comm_.rank()) + "'s has " + std::to_string(block) + config_hint);
     }
+    if (r == 0) first_offer = header.bit_plus_one;
+    same_offer = same_offer && header.bit_plus_one != 0 && header.bit_plus_one == first_offer;
     payloads_[r] = theirs + kHeaderBytes;
     vectors_[r] = theirs + kHeaderBytes + eager_bytes_;
   }
+  if (same_offer) common_offer_ = first_offer - 1;
   agreed_.resize(length_);
   if (length_ > 0) reduce_many(agreed_.data(), vectors_.data(), n, length_, DataType::UInt8, ReduceOp::Min);
-}
-
-std::optional<std::uint32_t> Agreement::common_offer() const {
-  if (eager_bytes_ == 0) return std::nullopt;
-  const std::size_t block = mine_.size();
-  std::uint32_t first = 0;
-  for (int r = 0; r < comm_.size(); ++r) {
-    Header header;
-    std::memcpy(&header, all_.data() + static_cast<std::size_t>(r) * block, sizeof header);
-    if (header.bit_plus_one == 0 || (r > 0 && header.bit_plus_one != first)) return std::nullopt;
-    first = header.bit_plus_one;
-  }
-  return first - 1;
 }
 
 }  // namespace kolo::engine

@@ -52,7 +52,7 @@ class Agreement {
   const std::uint8_t* agreed() const { return agreed_.data(); }
 
   // After exchange(): the bit every rank offered, if all offered the same one.
-  std::optional<std::uint32_t> common_offer() const;
+  std::optional<std::uint32_t> common_offer() const { return common_offer_; }
   // After exchange(): each rank's payload, in rank order.
   const std::vector<const void*>& payloads() const { return payloads_; }
 
@@ -71,6 +71,7 @@ class Agreement {
   std::vector<std::byte> mine_, all_;
   std::vector<std::size_t> block_sizes_;
   std::vector<const void*> payloads_, vectors_;
+  std::optional<std::uint32_t> common_offer_;
 };
 
 }  // namespace kolo::engine

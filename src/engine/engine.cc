@@ -42,6 +42,12 @@ constexpr std::size_t kHeader = 5;      // then `slots` ready bits, then `slots`
 constexpr std::size_t kEagerBytes = 64;
 constexpr int kEagerMaxRanks = 16;
 
+// Eager needs the response cache (only cached operations are offered).
+std::size_t eager_bytes_for(const EngineConfig& config, int size) {
+  if (config.cache_capacity == 0) return 0;
+  return config.eager_bytes.value_or(size <= kEagerMaxRanks ? kEagerBytes : 0);
+}
+
 std::exception_ptr error_for(const Response& response) {
   if (response.error_kind == ErrorKind::Mismatch) return std::make_exception_ptr(MismatchError(response.error));
   return std::make_exception_ptr(InvalidArgumentError(response.error));
@@ -57,7 +63,7 @@ Engine::Engine(std::unique_ptr<comm::Communicator> comm, EngineConfig config)
       cache_(config.cache_capacity),
       coordinator_(size_),
       executor_(*comm_),
-      agreement_(*comm_, config.cache_capacity == 0 ? 0 : config.eager_bytes.value_or(size_ <= kEagerMaxRanks ? kEagerBytes : 0)) {
+      agreement_(*comm_, eager_bytes_for(config, size_)) {
   if (!config_.timeline_path.empty() && (rank_ == 0 || config_.timeline_all_ranks)) {
     std::string path = config_.timeline_path;
     if (config_.timeline_all_ranks) {

@@ -45,6 +45,8 @@ Piece piece_of(std::size_t len, int parts, int index, std::size_t align);
 bool overlaps(const void* a, std::size_t a_bytes, const void* b, std::size_t b_bytes);
 // offsets[i] = sum of sizes[0..i); offsets[size] = the total.
 std::vector<std::size_t> prefix_offsets(std::span<const std::size_t> sizes);
+// The same into `offsets`, which keeps its capacity (for per-cycle callers).
+void prefix_offsets(std::span<const std::size_t> sizes, std::vector<std::size_t>& offsets);
 std::size_t max_of(std::span<const std::size_t> sizes);
 
 }  // namespace kolo::comm::shm

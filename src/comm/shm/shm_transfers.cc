@@ -71,9 +71,15 @@ bool overlaps(const void* a, std::size_t a_bytes, const void* b, std::size_t b_b
   return a_bytes > 0 && b_bytes > 0 && x < y + b_bytes && y < x + a_bytes;
 }
 
-std::vector<std::size_t> prefix_offsets(std::span<const std::size_t> sizes) {
-  std::vector<std::size_t> offsets(sizes.size() + 1, 0);
+void prefix_offsets(std::span<const std::size_t> sizes, std::vector<std::size_t>& offsets) {
+  offsets.resize(sizes.size() + 1);
+  offsets[0] = 0;
   for (std::size_t i = 0; i < sizes.size(); ++i) offsets[i + 1] = offsets[i] + sizes[i];
+}
+
+std::vector<std::size_t> prefix_offsets(std::span<const std::size_t> sizes) {
+  std::vector<std::size_t> offsets;
+  prefix_offsets(sizes, offsets);
   return offsets;
 }
 
@@ -88,9 +94,7 @@ void gather(ShmChannel& channel, const std::byte* send, std::byte* recv, std::sp
   // Reused: the engine's negotiation gathers every cycle, and an allocation is a
   // noticeable part of a microsecond.
   thread_local std::vector<std::size_t> offsets;
-  offsets.resize(sizes.size() + 1);
-  offsets[0] = 0;
-  for (std::size_t i = 0; i < sizes.size(); ++i) offsets[i + 1] = offsets[i] + sizes[i];
+  prefix_offsets(sizes, offsets);
   const bool receives = root < 0 || root == me;
   std::vector<std::byte> private_send;
   if (receives) {
