@@ -35,13 +35,13 @@ struct CollectiveOptions {
 using Location = std::source_location;
 
 // In place: `tensor` holds this rank's input and receives the result.
-Handle allreduce_async(Tensor tensor, const AllreduceOptions& options = {},
+Handle allreduce_async(const Tensor& tensor, const AllreduceOptions& options = {},
                        Location where = Location::current());
 // Out of place: `output` must have the shape and dtype of `input`.
-Handle allreduce_async(Tensor input, Tensor output, const AllreduceOptions& options = {},
+Handle allreduce_async(const Tensor& input, const Tensor& output, const AllreduceOptions& options = {},
                        Location where = Location::current());
-void allreduce(Tensor tensor, const AllreduceOptions& options = {}, Location where = Location::current());
-void allreduce(Tensor input, Tensor output, const AllreduceOptions& options = {},
+void allreduce(const Tensor& tensor, const AllreduceOptions& options = {}, Location where = Location::current());
+void allreduce(const Tensor& input, const Tensor& output, const AllreduceOptions& options = {},
                Location where = Location::current());
 
 // Negotiates the tensors as one unit: none is reduced before all are ready on every
@@ -53,28 +53,30 @@ void grouped_allreduce(std::span<const Tensor> tensors, const AllreduceOptions& 
 
 // Concatenates every rank's input along the first dimension, in rank order. The
 // first dimension may differ between ranks; the others must agree.
-Handle allgather_async(Tensor input, const CollectiveOptions& options = {}, Location where = Location::current());
-Buffer allgather(Tensor input, const CollectiveOptions& options = {}, Location where = Location::current());
+Handle allgather_async(const Tensor& input, const CollectiveOptions& options = {},
+                      Location where = Location::current());
+Buffer allgather(const Tensor& input, const CollectiveOptions& options = {}, Location where = Location::current());
 
 // Overwrites `tensor` on every rank with root's.
-Handle broadcast_async(Tensor tensor, int root, const CollectiveOptions& options = {},
+Handle broadcast_async(const Tensor& tensor, int root, const CollectiveOptions& options = {},
                        Location where = Location::current());
-void broadcast(Tensor tensor, int root, const CollectiveOptions& options = {}, Location where = Location::current());
+void broadcast(const Tensor& tensor, int root, const CollectiveOptions& options = {},
+               Location where = Location::current());
 
 // Sends splits[j] first-dimension rows of `input` to rank j (in order) and receives
 // the rows every rank sent here, concatenated in rank order. Empty splits divide
 // the first dimension evenly (it must be divisible by the number of ranks).
-Handle alltoall_async(Tensor input, std::vector<std::int64_t> splits = {}, const CollectiveOptions& options = {},
+Handle alltoall_async(const Tensor& input, std::vector<std::int64_t> splits = {}, const CollectiveOptions& options = {},
                       Location where = Location::current());
-Buffer alltoall(Tensor input, std::vector<std::int64_t> splits = {}, const CollectiveOptions& options = {},
+Buffer alltoall(const Tensor& input, std::vector<std::int64_t> splits = {}, const CollectiveOptions& options = {},
                 Location where = Location::current());
 
 // Reduces every rank's input (same shape everywhere) and gives rank r the r-th block
 // of the first dimension; when it does not divide evenly the first ranks get one
 // row more. Sum or Average only.
-Handle reducescatter_async(Tensor input, ReduceOp op = ReduceOp::Average, const CollectiveOptions& options = {},
+Handle reducescatter_async(const Tensor& input, ReduceOp op = ReduceOp::Average, const CollectiveOptions& options = {},
                            Location where = Location::current());
-Buffer reducescatter(Tensor input, ReduceOp op = ReduceOp::Average, const CollectiveOptions& options = {},
+Buffer reducescatter(const Tensor& input, ReduceOp op = ReduceOp::Average, const CollectiveOptions& options = {},
                      Location where = Location::current());
 
 // Returns once every rank has entered the barrier.

@@ -2,8 +2,11 @@
 // the operation as a Request, and hand it to the engine.
 #include "kolo/collectives.h"
 
+#include <atomic>
+
 #include "api/naming.h"
 #include "api/runtime.h"
+#include "engine/engine.h"
 #include "engine/entry.h"
 #include "kolo/error.h"
 
@@ -47,6 +50,25 @@ Request describe(std::string name, OpType op, const Tensor& t) {
   return r;
 }
 
+// The state behind an operation's Handle. A blocking call's Handle is gone when
+// the call returns, so the thread's next blocking call reuses the state (no
+// allocation, no mutex to construct) once nothing else holds it: the engine
+// drops its reference after completing the operation, and a background thread
+// that completed it may still hold it for a moment, in which case this takes a
+// new one.
+std::shared_ptr<detail::OpState> new_state(const std::string& name, int parts = 1) {
+  if (!t_caller_waits) return std::make_shared<detail::OpState>(name, parts);
+  thread_local std::shared_ptr<detail::OpState> reusable;
+  if (reusable && reusable.use_count() == 1) {
+    // Pairs with the release in the other holder's reference drop.
+    std::atomic_thread_fence(std::memory_order_acquire);
+    reusable->reset(name, parts);
+  } else {
+    reusable = std::make_shared<detail::OpState>(name, parts);
+  }
+  return reusable;
+}
+
 // The entries are moved from.
 Handle submit(std::span<Entry> entries) {
   auto engine = runtime::engine();
@@ -57,14 +79,27 @@ Handle submit(std::span<Entry> entries) {
   return Handle(state);
 }
 
-Handle submit(Request request, Tensor input, Tensor output) {
-  auto state = std::make_shared<detail::OpState>(request.name);
-  Entry entry{std::move(request), std::move(input), std::move(output), std::move(state)};
+Handle submit(Request request, const void* input, void* output) {
+  auto state = new_state(request.name);
+  Entry entry{std::move(request), input, output, std::move(state)};
   return submit({&entry, 1});
 }
 
-Request allreduce_request(std::string name, const Tensor& t, const AllreduceOptions& o) {
+// The in-place form passes the same tensor twice: one check, one name ("tensor").
+void check_allreduce(const Tensor& input, const Tensor& output, const AllreduceOptions& o, const std::string& name) {
+  const bool in_place = &input == &output;
+  check_tensor(input, in_place ? "tensor" : "input", name);
+  if (!in_place) {
+    check_tensor(output, "output", name);
+    if (output.dtype != input.dtype || output.shape != input.shape)
+      throw InvalidArgumentError("output of allreduce '" + name + "' must match the input: input " +
+                                 to_string(input.dtype) + to_string(input.shape) + ", output " +
+                                 to_string(output.dtype) + to_string(output.shape));
+  }
   if (!is_valid(o.op)) throw InvalidArgumentError("allreduce of '" + name + "' has an invalid reduce op");
+}
+
+Request allreduce_request(std::string name, const Tensor& t, const AllreduceOptions& o) {
   Request r = describe(std::move(name), OpType::Allreduce, t);
   r.reduce_op = o.op;
   r.prescale = o.prescale;
@@ -72,38 +107,53 @@ Request allreduce_request(std::string name, const Tensor& t, const AllreduceOpti
   return r;
 }
 
+// A blocking allreduce: the engine's express path when it applies (one step, no
+// queue, entry or handle), else an ordinary operation waited for at once.
+void run_allreduce(const Tensor& input, const Tensor& output, const AllreduceOptions& options, const Location& where) {
+  std::string generated;  // the name when the user gave none; else options.name is used as it is
+  const std::string& name = options.name.empty() ? (generated = auto_name("allreduce", where)) : options.name;
+  check_allreduce(input, output, options, name);
+  auto engine = runtime::engine();
+  std::shared_ptr<detail::OpState> pending;
+  const engine::AllreduceCall call{name,       input.data,         output.data,      input.dtype,
+                                   input.shape, options.op, options.prescale, options.postscale};
+  switch (engine->express(call, pending)) {
+    case engine::Engine::Express::Done: return;
+    case engine::Engine::Express::Pending:
+      pending->engine = engine;
+      Handle(std::move(pending)).wait();
+      return;
+    case engine::Engine::Express::NotApplicable: break;
+  }
+  CallerWaits waits;
+  submit(allreduce_request(name, input, options), input.data, output.data).wait();
+}
+
 }  // namespace
 
-Handle allreduce_async(Tensor tensor, const AllreduceOptions& options, Location where) {
-  Tensor output = tensor;
-  return allreduce_async(std::move(tensor), std::move(output), options, where);
+Handle allreduce_async(const Tensor& tensor, const AllreduceOptions& options, Location where) {
+  return allreduce_async(tensor, tensor, options, where);
 }
 
-Handle allreduce_async(Tensor input, Tensor output, const AllreduceOptions& options, Location where) {
+Handle allreduce_async(const Tensor& input, const Tensor& output, const AllreduceOptions& options, Location where) {
   auto name = name_for(options.name, "allreduce", where);
-  check_tensor(input, "input", name);
-  check_tensor(output, "output", name);
-  if (output.dtype != input.dtype || output.shape != input.shape)
-    throw InvalidArgumentError("output of allreduce '" + name + "' must match the input: input " + to_string(input.dtype) +
-                               to_string(input.shape) + ", output " + to_string(output.dtype) + to_string(output.shape));
-  Request request = allreduce_request(std::move(name), input, options);
-  return submit(std::move(request), std::move(input), std::move(output));
+  check_allreduce(input, output, options, name);
+  return submit(allreduce_request(std::move(name), input, options), input.data, output.data);
 }
 
-void allreduce(Tensor tensor, const AllreduceOptions& options, Location where) {
-  CallerWaits waits;
-  allreduce_async(std::move(tensor), options, where).wait();
+void allreduce(const Tensor& tensor, const AllreduceOptions& options, Location where) {
+  run_allreduce(tensor, tensor, options, where);
 }
 
-void allreduce(Tensor input, Tensor output, const AllreduceOptions& options, Location where) {
-  CallerWaits waits;
-  allreduce_async(std::move(input), std::move(output), options, where).wait();
+void allreduce(const Tensor& input, const Tensor& output, const AllreduceOptions& options, Location where) {
+  run_allreduce(input, output, options, where);
 }
 
 Handle grouped_allreduce_async(std::span<const Tensor> tensors, const AllreduceOptions& options, Location where) {
   auto group = name_for(options.name, "grouped_allreduce", where);
   if (tensors.empty()) throw InvalidArgumentError("grouped allreduce '" + group + "' has no tensors");
-  auto state = std::make_shared<detail::OpState>(group, static_cast<int>(tensors.size()));
+  if (!is_valid(options.op)) throw InvalidArgumentError("allreduce of '" + group + "' has an invalid reduce op");
+  auto state = new_state(group, static_cast<int>(tensors.size()));
   std::vector<Entry> entries;
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     auto name = group + "." + std::to_string(i);
@@ -111,7 +161,7 @@ Handle grouped_allreduce_async(std::span<const Tensor> tensors, const AllreduceO
     Request r = allreduce_request(name, tensors[i], options);
     r.group = group;
     r.group_size = static_cast<std::int32_t>(tensors.size());
-    entries.push_back(Entry{std::move(r), tensors[i], tensors[i], state});
+    entries.push_back(Entry{std::move(r), tensors[i].data, tensors[i].data, state});
   }
   return submit(entries);
 }
@@ -121,53 +171,55 @@ void grouped_allreduce(std::span<const Tensor> tensors, const AllreduceOptions& 
   grouped_allreduce_async(tensors, options, where).wait();
 }
 
-Handle allgather_async(Tensor input, const CollectiveOptions& options, Location where) {
+Handle allgather_async(const Tensor& input, const CollectiveOptions& options, Location where) {
   auto name = name_for(options.name, "allgather", where);
   check_tensor(input, "input", name);
-  return submit(describe(std::move(name), OpType::Allgather, input), input, Tensor{});
+  return submit(describe(std::move(name), OpType::Allgather, input), input.data, nullptr);
 }
 
-Buffer allgather(Tensor input, const CollectiveOptions& options, Location where) {
+Buffer allgather(const Tensor& input, const CollectiveOptions& options, Location where) {
   CallerWaits waits;
   return allgather_async(input, options, where).take_output();
 }
 
-Handle broadcast_async(Tensor tensor, int root, const CollectiveOptions& options, Location where) {
+Handle broadcast_async(const Tensor& tensor, int root, const CollectiveOptions& options, Location where) {
   auto name = name_for(options.name, "broadcast", where);
   check_tensor(tensor, "tensor", name);
   Request r = describe(name, OpType::Broadcast, tensor);
   r.root = root;
-  return submit(std::move(r), tensor, tensor);
+  return submit(std::move(r), tensor.data, tensor.data);
 }
 
-void broadcast(Tensor tensor, int root, const CollectiveOptions& options, Location where) {
+void broadcast(const Tensor& tensor, int root, const CollectiveOptions& options, Location where) {
   CallerWaits waits;
   broadcast_async(tensor, root, options, where).wait();
 }
 
-Handle alltoall_async(Tensor input, std::vector<std::int64_t> splits, const CollectiveOptions& options, Location where) {
+Handle alltoall_async(const Tensor& input, std::vector<std::int64_t> splits, const CollectiveOptions& options,
+                      Location where) {
   auto name = name_for(options.name, "alltoall", where);
   check_tensor(input, "input", name);
   Request r = describe(name, OpType::Alltoall, input);
   r.splits = std::move(splits);
-  return submit(std::move(r), input, Tensor{});
+  return submit(std::move(r), input.data, nullptr);
 }
 
-Buffer alltoall(Tensor input, std::vector<std::int64_t> splits, const CollectiveOptions& options, Location where) {
+Buffer alltoall(const Tensor& input, std::vector<std::int64_t> splits, const CollectiveOptions& options,
+                Location where) {
   CallerWaits waits;
   return alltoall_async(input, std::move(splits), options, where).take_output();
 }
 
-Handle reducescatter_async(Tensor input, ReduceOp op, const CollectiveOptions& options, Location where) {
+Handle reducescatter_async(const Tensor& input, ReduceOp op, const CollectiveOptions& options, Location where) {
   auto name = name_for(options.name, "reducescatter", where);
   check_tensor(input, "input", name);
   if (!is_valid(op)) throw InvalidArgumentError("reducescatter of '" + name + "' has an invalid reduce op");
   Request r = describe(name, OpType::Reducescatter, input);
   r.reduce_op = op;
-  return submit(std::move(r), input, Tensor{});
+  return submit(std::move(r), input.data, nullptr);
 }
 
-Buffer reducescatter(Tensor input, ReduceOp op, const CollectiveOptions& options, Location where) {
+Buffer reducescatter(const Tensor& input, ReduceOp op, const CollectiveOptions& options, Location where) {
   CallerWaits waits;
   return reducescatter_async(input, op, options, where).take_output();
 }
@@ -177,7 +229,7 @@ void barrier(const CollectiveOptions& options, Location where) {
   r.name = name_for(options.name, "barrier", where);
   r.op = OpType::Barrier;
   CallerWaits waits;
-  submit(std::move(r), Tensor{}, Tensor{}).wait();
+  submit(std::move(r), nullptr, nullptr).wait();
 }
 
 int join() {
@@ -185,7 +237,7 @@ int join() {
   r.name = "kolo.join";
   r.op = OpType::Join;
   CallerWaits waits;
-  return submit(std::move(r), Tensor{}, Tensor{}).last_joined_rank();
+  return submit(std::move(r), nullptr, nullptr).last_joined_rank();
 }
 
 }  // namespace kolo

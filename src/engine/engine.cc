@@ -48,6 +48,10 @@ std::size_t eager_bytes_for(const EngineConfig& config, int size) {
   return config.eager_bytes.value_or(size <= kEagerMaxRanks ? kEagerBytes : 0);
 }
 
+std::size_t bytes_of(const AllreduceCall& call) {
+  return static_cast<std::size_t>(num_elements(call.shape)) * element_size(call.dtype);
+}
+
 std::exception_ptr error_for(const Response& response) {
   if (response.error_kind == ErrorKind::Mismatch) return std::make_exception_ptr(MismatchError(response.error));
   return std::make_exception_ptr(InvalidArgumentError(response.error));
@@ -91,7 +95,8 @@ void Engine::submit(std::span<Entry> entries, bool wake) {
   if (shutdown_requested_) throw ShutdownError("kolo is shutting down");
   std::set<std::string> names;  // a group's names among themselves
   for (const auto& e : entries) {
-    if (in_flight_.count(e.request.name) || (entries.size() > 1 && !names.insert(e.request.name).second))
+    const bool taken = in_flight_.count(e.request.name) || (express_name_ && *express_name_ == e.request.name);
+    if (taken || (entries.size() > 1 && !names.insert(e.request.name).second))
       throw InvalidArgumentError("an operation named '" + e.request.name +
                                  "' is already in flight on this rank; wait for it or use another name");
   }
@@ -100,7 +105,14 @@ void Engine::submit(std::span<Entry> entries, bool wake) {
   const auto now = timeline_ ? std::chrono::steady_clock::now() : coarse_now();
   for (auto& e : entries) {
     e.submitted_at = now;
-    in_flight_.insert(e.request.name);
+    if (spare_names_.empty()) {
+      in_flight_.insert(e.request.name);
+    } else {
+      auto node = std::move(spare_names_.back());
+      spare_names_.pop_back();
+      node.value() = e.request.name;
+      in_flight_.insert(std::move(node));
+    }
     queue_.push_back(std::move(e));
   }
   if (wake) wake_.notify_one();
@@ -159,20 +171,125 @@ void Engine::loop() {
   }
 }
 
+namespace {
+
+// Runs one step of a cycle; the reason to stop the engine, or null to go on.
+template <class Step>
+std::exception_ptr guarded(Step step) {
+  try {
+    if (step()) return nullptr;
+    return std::make_exception_ptr(ShutdownError("kolo was shut down (a rank called kolo::shutdown())"));
+  } catch (const Error&) {
+    return std::current_exception();
+  } catch (const std::exception& e) {
+    return std::make_exception_ptr(Error(std::string("kolo background thread failed: ") + e.what()));
+  }
+}
+
+}  // namespace
+
 void Engine::cycle_once() {
   cycles_.fetch_add(1, std::memory_order_relaxed);
-  std::exception_ptr reason;
-  try {
-    if (run_cycle()) return;
-    reason = std::make_exception_ptr(ShutdownError("kolo was shut down (a rank called kolo::shutdown())"));
-  } catch (const Error&) {
-    reason = std::current_exception();
-  } catch (const std::exception& e) {
-    reason = std::make_exception_ptr(Error(std::string("kolo background thread failed: ") + e.what()));
-  }
+  if (auto reason = guarded([&] { return run_cycle(); })) stop_with(reason);
+}
+
+void Engine::stop_with(std::exception_ptr reason) {
   fail_everything(reason);
   finished_ = true;
   wake_.notify_all();
+}
+
+Engine::Express Engine::express(const AllreduceCall& call, std::shared_ptr<detail::OpState>& pending) {
+  const std::size_t bytes = bytes_of(call);
+  if (bytes > agreement_.eager_bytes() || timeline_) return Express::NotApplicable;
+  std::unique_lock cycle(cycle_mutex_, std::try_to_lock);
+  // Anything pending here needs the ordinary cycle (which would also take this
+  // operation's step away from the work already waiting).
+  if (!cycle.owns_lock() || finished_ || !entries_.empty() || !uncached_.empty() || !invalidate_.empty() || joined_)
+    return Express::NotApplicable;
+  const auto bit = cache_.find(call);
+  if (!bit) return Express::NotApplicable;
+  {
+    std::lock_guard lock(mutex_);
+    if (!queue_.empty() || shutdown_requested_ || stopped_ || in_flight_.count(call.name))
+      return Express::NotApplicable;
+    express_name_ = &call.name;  // submit() refuses the name meanwhile
+  }
+  cycles_.fetch_add(1, std::memory_order_relaxed);
+  // The agreement step exactly as run_cycle() would build it with this operation
+  // accepted and ready.
+  const std::uint32_t slots = cache_.slots();
+  std::uint8_t* mine = agreement_.begin(kHeader + 2 * slots);
+  mine[kNoUncached] = 1;
+  mine[kNoShutdown] = 1;
+  mine[kNotJoined] = 1;
+  mine[kBusy] = 1;
+  mine[kNoStallCheck] = !stall_check_due();
+  mine[kHeader + *bit] = 1;
+  std::fill(mine + kHeader + slots, mine + kHeader + 2 * slots, 1);
+  agreement_.offer(*bit, call.input, bytes);
+  if (call.prescale != 1.0) scale(agreement_.offered_payload(), num_elements(call.shape), call.dtype, call.prescale);
+  Express outcome = Express::Pending;
+  std::exception_ptr failure = guarded([&] {
+    agreement_.exchange();
+    outcome = finish_express(call, *bit, pending);
+    return outcome == Express::Done || settle(true);
+  });
+  if (failure) stop_with(failure);
+  cycle.unlock();  // before waking the background thread, which then takes the cycle
+  {
+    std::lock_guard lock(mutex_);
+    express_name_ = nullptr;
+    // Work that other threads queued meanwhile, or that this step left pending, is
+    // the background thread's (as when a driving thread leaves: drive()).
+    if (!queue_.empty() || busy_) {
+      ++drive_exits_;
+      wake_.notify_one();
+    }
+  }
+  // Failed before it became an ordinary operation: nobody else will report it.
+  if (failure && !pending) std::rethrow_exception(failure);
+  return outcome;
+}
+
+Engine::Express Engine::finish_express(const AllreduceCall& call, std::uint32_t bit,
+                                       std::shared_ptr<detail::OpState>& pending) {
+  const std::uint32_t slots = cache_.slots();
+  const std::uint8_t* agree = agreement_.agreed();
+  bool done = agree[kNoShutdown] && agree[kNoStallCheck] && agree[kNotJoined] && agree[kNoUncached] &&
+              agree[kHeader + bit] && agreement_.common_offer() == bit;
+  for (std::uint32_t b = 0; done && b < slots; ++b) done = agree[kHeader + slots + b] != 0;
+  if (done) {
+    // Every rank carried this operation and nothing else needs the cycle: finish it
+    // as execute_eager() would, without ever making it an entry.
+    cache_.touch(bit);
+    const Response& response = cache_.response(bit);
+    executor_.reduce_gathered(response, call.output, agreement_.payloads());
+    if (recorder_) recorder_->record_done(call.name, OpType::Allreduce, bytes_of(call));
+    stalled_ = false;
+    return Express::Done;
+  }
+  // Make it the ordinary operation the agreement step announced: accepted, with its
+  // cache bit pending, so that the rest of the cycle (settle) treats it as such.
+  Request request;
+  request.name = call.name;
+  request.op = OpType::Allreduce;
+  request.dtype = call.dtype;
+  request.shape = call.shape;
+  request.reduce_op = call.op;
+  request.prescale = call.prescale;
+  request.postscale = call.postscale;
+  pending = std::make_shared<detail::OpState>(call.name);
+  Entry entry{std::move(request), call.input, call.output, pending};
+  entry.submitted_at = entry.accepted_at = coarse_now();
+  {
+    std::lock_guard lock(mutex_);
+    in_flight_.insert(call.name);
+  }
+  if (recorder_) entry.seq = recorder_->begin(entry.request, entry.submitted_at);
+  Entry& stored = entries_.emplace(call.name, std::move(entry)).first->second;
+  cached_pending_.emplace_back(bit, &stored);
+  return Express::Pending;
 }
 
 void Engine::drive(const detail::OpState& state, std::chrono::steady_clock::time_point deadline) {
@@ -234,16 +351,20 @@ void Engine::fail_everything(std::exception_ptr error) {
 }
 
 void Engine::complete(const std::string& name, std::exception_ptr error) {
-  auto it = entries_.find(name);
-  if (it == entries_.end()) return;
-  auto state = std::move(it->second.state);
-  if (recorder_) recorder_->update(it->second.seq, error ? OpPhase::Failed : OpPhase::Done);
-  entries_.erase(it);
+  if (auto it = entries_.find(name); it != entries_.end()) complete(it, error);
+}
+
+void Engine::complete(EntryMap::iterator it, std::exception_ptr error) {
+  auto node = entries_.extract(it);
+  auto state = std::move(node.mapped().state);
+  if (recorder_) recorder_->update(node.mapped().seq, error ? OpPhase::Failed : OpPhase::Done);
   {
     // Free the name before waking the waiter, so it may reuse it at once.
     std::lock_guard lock(mutex_);
-    in_flight_.erase(name);
+    auto name = in_flight_.extract(node.key());
+    if (!name.empty() && spare_names_.size() < kMaxSpareNodes) spare_names_.push_back(std::move(name));
   }
+  if (spare_entries_.size() < kMaxSpareNodes) spare_entries_.push_back(std::move(node));
   state->complete_part(error);
 }
 
@@ -258,9 +379,21 @@ void Engine::accept(Entry entry) {
     if (lookup.outcome == ResponseCache::Outcome::Conflict) invalidate_.push_back(lookup.bit);
     uncached_.push_back(request);
   }
-  std::string name = request.name;
-  Entry& stored = entries_.emplace(std::move(name), std::move(entry)).first->second;
-  if (lookup.outcome == ResponseCache::Outcome::Hit) cached_pending_.emplace_back(lookup.bit, &stored);
+  Entry* stored;
+  if (spare_entries_.empty()) {
+    std::string name = request.name;
+    stored = &entries_.emplace(std::move(name), std::move(entry)).first->second;
+  } else {
+    // A finished operation's node: its key keeps its capacity, no allocation.
+    auto node = std::move(spare_entries_.back());
+    spare_entries_.pop_back();
+    node.key() = request.name;
+    node.mapped() = std::move(entry);
+    auto inserted = entries_.insert(std::move(node));
+    if (!inserted.inserted) throw Error("internal: operation '" + inserted.node.key() + "' accepted twice");
+    stored = &inserted.position->second;
+  }
+  if (lookup.outcome == ResponseCache::Outcome::Hit) cached_pending_.emplace_back(lookup.bit, stored);
 }
 
 bool Engine::run_cycle() {
@@ -288,6 +421,11 @@ bool Engine::run_cycle() {
   invalidate_.clear();
   offer_eager();
   agreement_.exchange();
+  return settle(progressed);
+}
+
+bool Engine::settle(bool progressed) {
+  const std::uint32_t slots = cache_.slots();
   const std::uint8_t* agree = agreement_.agreed();
 
   if (!agree[kNoShutdown]) return false;
@@ -434,7 +572,7 @@ void Engine::offer_eager() {
   if (!chosen) return;
   const Response& r = cache_.response(chosen->first);
   const auto count = static_cast<std::size_t>(r.sizes[0]);
-  agreement_.offer(chosen->first, chosen->second->input.data, count * element_size(r.dtype));
+  agreement_.offer(chosen->first, chosen->second->input, count * element_size(r.dtype));
   if (r.prescale != 1.0) scale(agreement_.offered_payload(), count, r.dtype, r.prescale);
 }
 
@@ -443,9 +581,9 @@ void Engine::execute_eager(std::uint32_t bit) {
   const std::string& name = response.names[0];
   auto it = entries_.find(name);
   if (it == entries_.end()) throw Error("internal: no local operation named '" + name + "' for an eager allreduce");
-  executor_.reduce_gathered(response, it->second, agreement_.payloads());
+  executor_.reduce_gathered(response, it->second.output, agreement_.payloads());
   if (timeline_) record({&response});
-  complete(name, nullptr);
+  complete(it, nullptr);
 }
 
 void Engine::requeue_evicted() {

@@ -48,6 +48,19 @@ class Engine {
   // The entries are moved from (a span, so that a single operation needs no vector).
   void submit(std::span<Entry> entries, bool wake = true);
 
+  // The express path of a blocking allreduce: in the steady state of a loop of
+  // small blocking allreduces (nothing else pending on this rank, the operation
+  // cached and small enough to ride in the agreement step), the calling thread runs
+  // the one negotiation step itself, without queue, entry or handle.
+  //  - NotApplicable: nothing was done; submit the operation as usual.
+  //  - Done: the output holds the result.
+  //  - Pending: the step ran but did not finish the operation (a peer was not
+  //    ready, or the step had other business); it now continues as an ordinary
+  //    operation whose state is `pending`: wait on it.
+  // Throws what the operation would have thrown when the step itself fails.
+  enum class Express { NotApplicable, Done, Pending };
+  Express express(const AllreduceCall& call, std::shared_ptr<detail::OpState>& pending);
+
   // Stops the background thread after failing what is pending. Idempotent.
   void shutdown();
 
@@ -67,12 +80,20 @@ class Engine {
   // Runs one cycle; on the job's end or a failure, fails everything and finishes.
   // Requires cycle_mutex_.
   void cycle_once();
+  // Fails everything and finishes the engine (after a cycle threw or the job ended).
+  void stop_with(std::exception_ptr reason);
   // One negotiation cycle; false when the job is shutting down.
   bool run_cycle();
+  // What follows the agreement step of a cycle (steps c to e); `progressed`: the
+  // cycle already took new operations. False when the job is shutting down.
+  bool settle(bool progressed);
+  // The express path's step, after the exchange; Done or Pending as express().
+  Express finish_express(const AllreduceCall& call, std::uint32_t bit, std::shared_ptr<detail::OpState>& pending);
   void accept(Entry entry);
   std::vector<Response> coordinate();
   void execute(const std::vector<Response>& responses, bool store_in_cache);
   void complete(const std::string& name, std::exception_ptr error);
+  void complete(EntryMap::iterator it, std::exception_ptr error);
   void fail_everything(std::exception_ptr error);
   void requeue_evicted();
   // Puts one ready cached allreduce into this cycle's agreement step.
@@ -94,8 +115,13 @@ class Engine {
   std::vector<Entry> queue_;
   std::set<std::string> in_flight_;
   bool shutdown_requested_ = false;
+  const std::string* express_name_ = nullptr;  // the express operation running now, if any
   std::uint64_t drive_exits_ = 0;  // a driving user thread left work behind (wakes the background thread)
   std::exception_ptr stopped_;  // set once the thread has stopped: what later submits throw
+  // Nodes of finished operations' names and entries (below), reused for new
+  // ones: a steady stream of operations allocates neither nodes nor name strings.
+  static constexpr std::size_t kMaxSpareNodes = 64;
+  std::vector<std::set<std::string>::node_type> spare_names_;
 
   // Whoever runs cycles holds cycle_mutex_: the background thread, or a user thread
   // in drive(). Everything below it belongs to the holder.
@@ -105,6 +131,7 @@ class Engine {
   std::atomic<bool> busy_{false};      // operations are pending (read by the idle wait)
   std::atomic<bool> stalled_{false};   // every rank had work and nothing progressed last cycle
   EntryMap entries_;
+  std::vector<EntryMap::node_type> spare_entries_;
   std::vector<Request> uncached_;           // to send to the coordinator next
   // Cache hits waiting for other ranks: bit, and the entry in entries_ (map
   // nodes stay put; an entry leaves this list before it is completed).

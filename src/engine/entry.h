@@ -10,10 +10,26 @@
 
 namespace kolo::engine {
 
+// A blocking allreduce as the public API received it, for Engine::express: views
+// of the caller's objects, nothing copied (building a Request costs allocations).
+struct AllreduceCall {
+  const std::string& name;
+  const void* input;
+  void* output;  // may equal input
+  DataType dtype;
+  const Shape& shape;
+  ReduceOp op;
+  double prescale;
+  double postscale;
+};
+
 struct Entry {
-  Request request;
-  Tensor input;   // null data for barrier and join
-  Tensor output;  // allreduce and broadcast write here (equal to input when in place)
+  Request request;  // carries the tensor's dtype and shape
+  // The user's memory (kolo::Tensor::data): null for barrier and join. Only the
+  // pointers: the shapes are the request's, and copying them would cost an
+  // allocation per operation.
+  const void* input = nullptr;
+  void* output = nullptr;  // allreduce and broadcast write here (equal to input when in place)
   std::shared_ptr<detail::OpState> state;
   std::chrono::steady_clock::time_point submitted_at{};
   std::chrono::steady_clock::time_point accepted_at{};  // taken by the background thread

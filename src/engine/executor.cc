@@ -115,7 +115,7 @@ void Executor::allreduce(const std::vector<const Response*>& batch, EntryMap& en
     regions.reserve(parts.size());
     for (const Part& p : parts) {
       if (p.entry == nullptr) break;  // a joined rank contributes zeros: fused below
-      regions.push_back({p.entry->input.data, p.entry->output.data, p.count});
+      regions.push_back({p.entry->input, p.entry->output, p.count});
     }
     if (regions.size() == parts.size() && !buffers_overlap(regions, esize)) {
       stamp(phases_.comm_start);
@@ -130,8 +130,8 @@ void Executor::allreduce(const std::vector<const Response*>& batch, EntryMap& en
   const std::byte* send = nullptr;  // what the communicator reduces into `data`
   if (direct) {
     Entry& e = *parts[0].entry;
-    data = static_cast<std::byte*>(e.output.data);
-    send = static_cast<const std::byte*>(e.input.data);
+    data = static_cast<std::byte*>(e.output);
+    send = static_cast<const std::byte*>(e.input);
     // Out of place straight through the communicator (one pass less), unless the
     // input must be scaled first or the two buffers partly overlap.
     const bool copy_first = send != data && total > 0 &&
@@ -144,7 +144,7 @@ void Executor::allreduce(const std::vector<const Response*>& batch, EntryMap& en
     data = fusion_buffer(total * esize);
     std::size_t offset = 0;
     for (const Part& p : parts) {
-      if (p.entry) std::memcpy(data + offset, p.entry->input.data, p.count * esize);
+      if (p.entry) std::memcpy(data + offset, p.entry->input, p.count * esize);
       else std::memset(data + offset, 0, p.count * esize);
       offset += p.count * esize;
     }
@@ -161,20 +161,20 @@ void Executor::allreduce(const std::vector<const Response*>& batch, EntryMap& en
   if (!direct) {
     std::size_t offset = 0;
     for (const Part& p : parts) {
-      if (p.entry) std::memcpy(p.entry->output.data, data + offset, p.count * esize);
+      if (p.entry) std::memcpy(p.entry->output, data + offset, p.count * esize);
       offset += p.count * esize;
     }
   }
 }
 
-void Executor::reduce_gathered(const Response& response, Entry& entry, const std::vector<const void*>& inputs) {
+void Executor::reduce_gathered(const Response& response, void* output, const std::vector<const void*>& inputs) {
   phases_ = Phases{};
   stamp(phases_.start);
   phases_.comm_start = phases_.start;
   const auto count = static_cast<std::size_t>(response.sizes[0]);
   const ReduceOp wire_op = response.reduce_op == ReduceOp::Average ? ReduceOp::Sum : response.reduce_op;
-  reduce_many(entry.output.data, inputs.data(), comm_.size(), count, response.dtype, wire_op);
-  finish_reduction(entry.output.data, count, response.dtype, response.reduce_op, response.postscale);
+  reduce_many(output, inputs.data(), comm_.size(), count, response.dtype, wire_op);
+  finish_reduction(output, count, response.dtype, response.reduce_op, response.postscale);
   stamp(phases_.end);
   phases_.comm_end = phases_.end;
 }
@@ -191,12 +191,13 @@ void Executor::allgather(const Response& response, Entry& entry) {
   Shape shape = entry.request.shape;
   shape[0] = rows;
   Buffer out = Buffer::uninitialized(response.dtype, shape);
-  comm_.allgatherv(entry.input.data, recv_bytes[comm_.rank()], out.data(), recv_bytes);
+  comm_.allgatherv(entry.input, recv_bytes[comm_.rank()], out.data(), recv_bytes);
   entry.state->output = std::move(out);
 }
 
 void Executor::broadcast(const Response& response, Entry& entry) {
-  comm_.broadcast(entry.output.data, entry.output.nbytes(), response.root);
+  const auto bytes = static_cast<std::size_t>(num_elements(entry.request.shape)) * element_size(entry.request.dtype);
+  comm_.broadcast(entry.output, bytes, response.root);
 }
 
 void Executor::alltoall(const Response& response, Entry& entry) {
@@ -213,7 +214,7 @@ void Executor::alltoall(const Response& response, Entry& entry) {
   Shape shape = entry.request.shape;
   shape[0] = std::accumulate(received.begin(), received.end(), std::int64_t{0});
   Buffer out = Buffer::uninitialized(response.dtype, shape);
-  comm_.alltoallv(entry.input.data, send_bytes, out.data(), recv_bytes);
+  comm_.alltoallv(entry.input, send_bytes, out.data(), recv_bytes);
   entry.state->output = std::move(out);
   entry.state->received_splits = std::move(received);
 }
@@ -228,7 +229,7 @@ void Executor::reducescatter(const Response& response, Entry& entry) {
   shape[0] = rows / n + (comm_.rank() < rows % n ? 1 : 0);
   Buffer out = Buffer::uninitialized(response.dtype, shape);
   const ReduceOp wire_op = response.reduce_op == ReduceOp::Average ? ReduceOp::Sum : response.reduce_op;
-  comm_.reduce_scatter(entry.input.data, out.data(), counts, response.dtype, wire_op);
+  comm_.reduce_scatter(entry.input, out.data(), counts, response.dtype, wire_op);
   finish_reduction(out.data(), counts[comm_.rank()], response.dtype, response.reduce_op, 1.0);
   entry.state->output = std::move(out);
 }

@@ -26,7 +26,7 @@ class Executor {
 
   // Finishes an allreduce whose inputs every rank already gathered (one per
   // rank, in rank order): reduces them into the entry's output, in rank order.
-  void reduce_gathered(const Response& response, Entry& entry, const std::vector<const void*>& inputs);
+  void reduce_gathered(const Response& response, void* output, const std::vector<const void*>& inputs);
 
   // When the phases of the last run() began and ended, for the timeline.
   struct Phases {

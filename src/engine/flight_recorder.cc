@@ -99,6 +99,18 @@ std::uint64_t FlightRecorder::begin(const Request& request, std::chrono::steady_
   return seq;
 }
 
+void FlightRecorder::record_done(const std::string& name, OpType op, std::uint64_t bytes) {
+  std::lock_guard lock(mutex_);
+  const std::uint64_t seq = next_seq_++;
+  FlightRecord& r = ring_[seq % ring_.size()];
+  r.seq = seq;
+  r.name = name;
+  r.op = op;
+  r.bytes = bytes;
+  r.phase = OpPhase::Done;
+  r.submitted_us = r.started_us = r.finished_us = now_us();
+}
+
 void FlightRecorder::update(std::uint64_t seq, OpPhase phase) {
   std::lock_guard lock(mutex_);
   FlightRecord& r = ring_[seq % ring_.size()];

@@ -27,6 +27,10 @@ class OpState {
 
   const std::string& name() const { return name_; }
 
+  // Makes a finished state new again, for another operation. Only for a state
+  // nobody else refers to (see new_state in api/collectives.cc).
+  void reset(const std::string& name, int parts = 1);
+
   // Marks one part finished; the first error wins. Wakes waiters on the last part.
   void complete_part(std::exception_ptr error = nullptr);
 
@@ -46,13 +50,20 @@ class OpState {
   int last_joined = -1;
 
  private:
-  const std::string name_;
+  std::string name_;
+  // Completion takes no lock unless a waiter sleeps: done_ and sleepers_ are
+  // sequentially consistent, so either the waiter sees done_ before it sleeps,
+  // or the completer sees the sleeper and notifies under the mutex.
   mutable std::mutex mutex_;
   mutable std::condition_variable cv_;
-  int parts_;
-  // Written under mutex_ (for the waiters' condition), read without it by done().
+  mutable std::atomic<int> sleepers_{0};
+  std::atomic<int> parts_;
   std::atomic<bool> done_{false};
-  std::exception_ptr error_;
+  std::exception_ptr error_;  // written under mutex_ before done_, never after
+
+  // Runs `sleep` (which waits on cv_ under `lock`) counted as a sleeper.
+  template <class Sleep>
+  void sleep(Sleep sleep) const;
 };
 
 }  // namespace kolo::detail

@@ -11,6 +11,17 @@ ResponseCache::Lookup ResponseCache::lookup(const Request& request) const {
   return {entry.request == request ? Outcome::Hit : Outcome::Conflict, it->second};
 }
 
+std::optional<std::uint32_t> ResponseCache::find(const AllreduceCall& call) const {
+  auto it = by_name_.find(call.name);
+  if (it == by_name_.end()) return std::nullopt;
+  const Request& r = entries_[it->second]->request;
+  const bool same = r.op == OpType::Allreduce && r.dtype == call.dtype && r.reduce_op == call.op &&
+                    r.shape == call.shape && r.prescale == call.prescale && r.postscale == call.postscale &&
+                    r.root == 0 && r.splits.empty() && r.group.empty() && r.group_size == 0;
+  if (!same) return std::nullopt;
+  return it->second;
+}
+
 bool ResponseCache::cacheable(const Response& response) {
   if (response.error_kind != ErrorKind::None || response.names.size() != 1) return false;
   switch (response.op) {

@@ -15,6 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/entry.h"
 #include "engine/messages.h"
 
 namespace kolo::engine {
@@ -31,6 +32,10 @@ class ResponseCache {
   // Hit: the name is cached with an equal request. Conflict: cached with another
   // request (shape changed, ...): the bit must be invalidated on every rank.
   Lookup lookup(const Request& request) const;
+
+  // The bit of a cached allreduce that `call` would hit (Outcome::Hit of lookup),
+  // compared field by field instead of through a Request.
+  std::optional<std::uint32_t> find(const AllreduceCall& call) const;
 
   static bool cacheable(const Response& response);
 

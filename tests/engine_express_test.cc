@@ -1,0 +1,167 @@
+// The express path of a blocking allreduce (Engine::express): a cached allreduce
+// small enough for the agreement step runs in that one step on the calling thread,
+// without queue, entry or handle; anything else is left to the ordinary path, and
+// a step that does not finish the operation hands it over as an ordinary one.
+// Engines run on real shared-memory communicators in real processes; a forwarding
+// communicator counts their collectives.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "harness/counted_engine.h"
+#include "kolo/error.h"
+
+namespace kolo::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using Express = engine::Engine::Express;
+
+struct Call {
+  std::string name;
+  std::vector<float> in, out;
+  ReduceOp op = ReduceOp::Sum;
+  double prescale = 1.0, postscale = 1.0;
+  Shape shape() const { return {static_cast<std::int64_t>(in.size())}; }
+};
+
+// Runs `call` through the express path; a Pending operation is waited for.
+Express express(engine::Engine& engine, Call& call) {
+  const Shape shape = call.shape();
+  const engine::AllreduceCall view{call.name, call.in.data(), call.out.data(), DataType::Float32,
+                                   shape,     call.op,        call.prescale,   call.postscale};
+  std::shared_ptr<detail::OpState> pending;
+  const Express outcome = engine.express(view, pending);
+  EXPECT_EQ(outcome == Express::Pending, pending != nullptr);
+  if (pending) wait(engine, pending);
+  return outcome;
+}
+
+// The ordinary path: a first call fills the response cache.
+void ordinary(engine::Engine& engine, Call& call) {
+  allreduce(engine, call.name, call.in, call.out, call.op, call.prescale, call.postscale);
+}
+
+TEST(EngineExpress, ACachedSmallAllreduceIsDoneInOneCollective) {
+  run_ranks(2, [](int rank) {
+    auto [engine, comm] = make_counted_engine(rank, 64);
+    Call call{"loss", {0.0f, 0.0f}, {0.0f, 0.0f}};
+    ordinary(*engine, call);
+    for (int step = 0; step < 50; ++step) {
+      call.in = {static_cast<float>(rank + step), 0.5f * rank};
+      const int before = comm->collectives();
+      ASSERT_EQ(express(*engine, call), Express::Done) << "step " << step;
+      EXPECT_EQ(comm->collectives() - before, 1);
+      EXPECT_EQ(call.out, (std::vector<float>{static_cast<float>(1 + 2 * step), 0.5f}));
+    }
+  }, no_store());
+}
+
+TEST(EngineExpress, ResultsAreBitForBitThoseOfTheOrdinaryPath) {
+  run_ranks(3, [](int rank) {
+    auto [engine, comm] = make_counted_engine(rank, 64);
+    const std::vector<float> in = {1.0f / (rank + 3), static_cast<float>(rank) - 0.7f, 1e-3f * rank};
+    Call avg{"avg", in, std::vector<float>(3), ReduceOp::Average};
+    Call scaled{"scaled", in, std::vector<float>(3), ReduceOp::Sum, 0.5, 3.0};
+    ordinary(*engine, avg);
+    ordinary(*engine, scaled);
+    const std::vector<float> expected_avg = avg.out, expected_scaled = scaled.out;
+    ASSERT_EQ(express(*engine, avg), Express::Done);
+    ASSERT_EQ(express(*engine, scaled), Express::Done);
+    EXPECT_EQ(avg.out, expected_avg);
+    EXPECT_EQ(scaled.out, expected_scaled);
+  }, no_store());
+}
+
+TEST(EngineExpress, DoesNotApplyToWhatTheCacheDoesNotHoldOrTheStepCannotCarry) {
+  run_ranks(2, [](int rank) {
+    auto [engine, comm] = make_counted_engine(rank, 16);
+    Call small{"small", {1.0f}, {0.0f}};
+    EXPECT_EQ(express(*engine, small), Express::NotApplicable);  // not cached yet
+    ordinary(*engine, small);
+    Call reshaped{"small", {1.0f, 2.0f}, {0.0f, 0.0f}};
+    EXPECT_EQ(express(*engine, reshaped), Express::NotApplicable);  // cached with another shape
+    Call other_op{"small", {1.0f}, {0.0f}, ReduceOp::Max};
+    EXPECT_EQ(express(*engine, other_op), Express::NotApplicable);
+    Call large{"large", std::vector<float>(5, 1.0f), std::vector<float>(5)};  // 20 bytes > 16
+    ordinary(*engine, large);
+    EXPECT_EQ(express(*engine, large), Express::NotApplicable);
+    EXPECT_EQ(large.out, std::vector<float>(5, 2.0f));
+    // While another operation is pending on this rank the ordinary cycle runs.
+    Call pending_call{"pending", {1.0f}, {0.0f}};
+    ordinary(*engine, pending_call);
+    auto state = submit_allreduce(*engine, "pending", pending_call.in, pending_call.out);
+    EXPECT_EQ(express(*engine, small), Express::NotApplicable);
+    wait(*engine, state);
+  }, no_store());
+}
+
+// Bits: "b" 0, "a" 1. Rank 1 has both ready and offers "b"; rank 0's express step
+// offers "a": the offers differ, so rank 0's "a" becomes an ordinary operation,
+// which runs as a collective in the same cycle; "b" then goes express on rank 0.
+TEST(EngineExpress, AStepThatDoesNotFinishTheOperationHandsItOver) {
+  run_ranks(2, [](int rank) {
+    auto [engine, comm] = make_counted_engine(rank, 64);
+    Call a{"a", {1.0f + rank}, {0.0f}}, b{"b", {10.0f * (rank + 1)}, {0.0f}};
+    ordinary(*engine, b);
+    ordinary(*engine, a);
+    a.out = b.out = {0.0f};
+    const int before = comm->collectives();
+    if (rank == 0) {
+      EXPECT_EQ(express(*engine, a), Express::Pending);
+      EXPECT_EQ(express(*engine, b), Express::Done);
+    } else {
+      auto pending_b = submit_allreduce(*engine, "b", b.in, b.out);
+      auto pending_a = submit_allreduce(*engine, "a", a.in, a.out);
+      wait(*engine, pending_a);
+      wait(*engine, pending_b);
+    }
+    EXPECT_EQ(a.out[0], 3.0f);
+    EXPECT_EQ(b.out[0], 30.0f);
+    EXPECT_EQ(comm->collectives() - before, 3);  // "a": the step, then its data; "b": one step
+  }, no_store());
+}
+
+// The same name cached with different shapes on the two ranks: rank 1 invalidates
+// the bit in the step rank 0 runs express, and both get the coordinator's error.
+TEST(EngineExpress, RanksThatDisagreeGetTheOrdinaryMismatchError) {
+  run_ranks(2, [](int rank) {
+    auto [engine, comm] = make_counted_engine(rank, 64);
+    Call x{"x", {1.0f}, {0.0f}};
+    ordinary(*engine, x);
+    try {
+      if (rank == 0) {
+        express(*engine, x);
+      } else {
+        Call reshaped{"x", {1.0f, 2.0f}, {0.0f, 0.0f}};
+        ordinary(*engine, reshaped);
+      }
+      ADD_FAILURE() << "rank " << rank << ": the mismatched allreduce succeeded";
+    } catch (const MismatchError& e) {
+      EXPECT_NE(std::string(e.what()).find("'x'"), std::string::npos) << e.what();
+    }
+  }, no_store());
+}
+
+// Rank 1 dies (no destructors run) instead of taking part in rank 0's step.
+TEST(EngineExpress, APeerThatDiesDuringTheStepIsAnErrorNotAHang) {
+  run_ranks(2, [](int rank) {
+    auto [engine, comm] = make_counted_engine(rank, 64);
+    Call x{"x", {1.0f}, {0.0f}};
+    ordinary(*engine, x);
+    if (rank == 1) {
+      std::this_thread::sleep_for(100ms);
+      std::_Exit(0);
+    }
+    EXPECT_THROW(express(*engine, x), PeerFailureError);
+    // The engine has stopped: later calls fail at once.
+    EXPECT_EQ(express(*engine, x), Express::NotApplicable);
+    EXPECT_THROW(ordinary(*engine, x), Error);
+  }, no_store());
+}
+
+}  // namespace
+}  // namespace kolo::testing

@@ -1,0 +1,87 @@
+// Engines for tests that count an engine's collectives: a real shared-memory
+// communicator behind a ForwardingCommunicator, in the processes run_ranks starts,
+// and the blocking calls a user thread makes (submit, then drive the cycles).
+#pragma once
+
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "comm/shm/shm_communicator.h"
+#include "engine/engine.h"
+#include "harness/forwarding_communicator.h"
+#include "harness/multiprocess.h"
+
+namespace kolo::testing {
+
+struct CountedEngine {
+  std::shared_ptr<engine::Engine> engine;
+  ForwardingCommunicator* comm;  // owned by the engine
+};
+
+// The background thread sleeps (cycle time 10 s, no stall checks), so the only
+// cycles are the ones the blocking callers drive: every collective counted
+// belongs to an operation of the test.
+// Engines of one test need different `job` names: each has a segment of its own.
+inline CountedEngine make_counted_engine(int rank, std::optional<std::size_t> eager_bytes, const std::string& job = "") {
+  using namespace std::chrono_literals;
+  const int size = std::atoi(std::getenv("KOLO_SIZE"));
+  const std::string job_id = std::getenv("KOLO_JOB_ID") + job;
+  auto counted = std::make_unique<ForwardingCommunicator>(comm::make_shm_communicator(rank, size, job_id, {}));
+  ForwardingCommunicator* comm = counted.get();
+  engine::EngineConfig config;
+  config.cycle_time = 10s;
+  config.stall_check_time = 0ms;
+  config.flight_recorder_size = 0;
+  config.eager_bytes = eager_bytes;
+  return {std::make_shared<engine::Engine>(std::move(counted), config), comm};
+}
+
+inline engine::Request allreduce_request(const std::string& name, std::size_t floats, ReduceOp op = ReduceOp::Sum,
+                                         double prescale = 1.0, double postscale = 1.0) {
+  engine::Request r;
+  r.name = name;
+  r.op = engine::OpType::Allreduce;
+  r.dtype = DataType::Float32;
+  r.reduce_op = op;
+  r.shape = {static_cast<std::int64_t>(floats)};
+  r.prescale = prescale;
+  r.postscale = postscale;
+  return r;
+}
+
+inline std::shared_ptr<detail::OpState> submit_allreduce(engine::Engine& engine, const std::string& name,
+                                                         std::vector<float>& in, std::vector<float>& out,
+                                                         ReduceOp op = ReduceOp::Sum, double prescale = 1.0,
+                                                         double postscale = 1.0) {
+  auto state = std::make_shared<detail::OpState>(name);
+  std::vector<engine::Entry> entries;
+  entries.push_back(
+      engine::Entry{allreduce_request(name, in.size(), op, prescale, postscale), in.data(), out.data(), state});
+  engine.submit(entries, false);
+  return state;
+}
+
+inline void wait(engine::Engine& engine, const std::shared_ptr<detail::OpState>& state) {
+  using namespace std::chrono_literals;
+  engine.drive(*state, std::chrono::steady_clock::now() + 30s);
+  state->wait();
+}
+
+inline void allreduce(engine::Engine& engine, const std::string& name, std::vector<float>& in, std::vector<float>& out,
+                      ReduceOp op = ReduceOp::Sum, double prescale = 1.0, double postscale = 1.0) {
+  wait(engine, submit_allreduce(engine, name, in, out, op, prescale, postscale));
+}
+
+inline SpawnOptions no_store() {
+  using namespace std::chrono_literals;
+  SpawnOptions options;
+  options.use_store = false;
+  options.timeout = 60s;
+  return options;
+}
+
+}  // namespace kolo::testing
