@@ -102,6 +102,19 @@ TEST(EngineExpress, DoesNotApplyToWhatTheCacheDoesNotHoldOrTheStepCannotCarry) {
 // Bits: "b" 0, "a" 1. Rank 1 has both ready and offers "b"; rank 0's express step
 // offers "a": the offers differ, so rank 0's "a" becomes an ordinary operation,
 // which runs as a collective in the same cycle; "b" then goes express on rank 0.
+// Without eager bytes the step carries no data, not even an empty tensor's.
+TEST(EngineExpress, DoesNotApplyWithoutEagerBytes) {
+  run_ranks(2, [](int rank) {
+    auto [engine, comm] = make_counted_engine(rank, 0);
+    Call empty{"empty", {}, {}};
+    ordinary(*engine, empty);
+    EXPECT_EQ(express(*engine, empty), Express::NotApplicable);
+    Call one{"one", {1.0f}, {0.0f}};
+    ordinary(*engine, one);
+    EXPECT_EQ(express(*engine, one), Express::NotApplicable);
+  }, no_store());
+}
+
 TEST(EngineExpress, AStepThatDoesNotFinishTheOperationHandsItOver) {
   run_ranks(2, [](int rank) {
     auto [engine, comm] = make_counted_engine(rank, 64);

@@ -201,7 +201,8 @@ void Engine::stop_with(std::exception_ptr reason) {
 
 Engine::Express Engine::express(const AllreduceCall& call, std::shared_ptr<detail::OpState>& pending) {
   const std::size_t bytes = bytes_of(call);
-  if (bytes > agreement_.eager_bytes() || timeline_) return Express::NotApplicable;
+  // Without eager bytes the step is a plain AND-allreduce that carries no data.
+  if (agreement_.eager_bytes() == 0 || bytes > agreement_.eager_bytes() || timeline_) return Express::NotApplicable;
   std::unique_lock cycle(cycle_mutex_, std::try_to_lock);
   // Anything pending here needs the ordinary cycle (which would also take this
   // operation's step away from the work already waiting).
