@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "harness/counted_engine.h"
+#include "harness/time_bound.h"
 #include "kolo/error.h"
 
 namespace kolo::testing {
@@ -155,6 +156,32 @@ TEST(EngineExpress, RanksThatDisagreeGetTheOrdinaryMismatchError) {
       ADD_FAILURE() << "rank " << rank << ": the mismatched allreduce succeeded";
     } catch (const MismatchError& e) {
       EXPECT_NE(std::string(e.what()).find("'x'"), std::string::npos) << e.what();
+    }
+  }, no_store());
+}
+
+// A rank stuck in an express step names the operation in its flight record, as an
+// ordinary pending one would (what kolorun reports on a timeout or SIGUSR1).
+TEST(EngineExpress, ARankWaitingInTheStepShowsTheOperationInItsFlightRecord) {
+  run_ranks(2, [](int rank) {
+    auto [engine, comm] = make_counted_engine(rank, 64, "", 16);
+    Call x{"loss.x", {1.0f}, {0.0f}};
+    ordinary(*engine, x);
+    if (rank == 1) std::this_thread::sleep_for(time_bound(500ms));
+    std::string seen;
+    std::thread reader;
+    if (rank == 0) {
+      reader = std::thread([&engine = engine, &seen] {
+        std::this_thread::sleep_for(200ms);
+        seen = engine->flight_recorder()->to_json("test");
+      });
+    }
+    EXPECT_EQ(express(*engine, x), Express::Done);
+    EXPECT_EQ(x.out[0], 2.0f);
+    if (rank == 0) {
+      reader.join();
+      EXPECT_NE(seen.find(R"("name":"loss.x","op":"allreduce","bytes":4,"state":"negotiating")"), std::string::npos)
+          << seen;
     }
   }, no_store());
 }

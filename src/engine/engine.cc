@@ -230,10 +230,13 @@ Engine::Express Engine::express(const AllreduceCall& call, std::shared_ptr<detai
   std::fill(mine + kHeader + slots, mine + kHeader + 2 * slots, 1);
   agreement_.offer(*bit, call.input, bytes);
   if (call.prescale != 1.0) scale(agreement_.offered_payload(), num_elements(call.shape), call.dtype, call.prescale);
+  // Recorded before the step, so that a rank stuck in it names the operation it
+  // waits with (kolorun's report on a timeout, SIGUSR1).
+  const std::uint64_t seq = recorder_ ? recorder_->begin(call.name, OpType::Allreduce, bytes, coarse_now()) : 0;
   Express outcome = Express::Pending;
   std::exception_ptr failure = guarded([&] {
     agreement_.exchange();
-    outcome = finish_express(call, *bit, pending);
+    outcome = finish_express(call, *bit, seq, pending);
     return outcome == Express::Done || settle(true);
   });
   if (failure) stop_with(failure);
@@ -253,7 +256,7 @@ Engine::Express Engine::express(const AllreduceCall& call, std::shared_ptr<detai
   return outcome;
 }
 
-Engine::Express Engine::finish_express(const AllreduceCall& call, std::uint32_t bit,
+Engine::Express Engine::finish_express(const AllreduceCall& call, std::uint32_t bit, std::uint64_t seq,
                                        std::shared_ptr<detail::OpState>& pending) {
   const std::uint32_t slots = cache_.slots();
   const std::uint8_t* agree = agreement_.agreed();
@@ -266,7 +269,7 @@ Engine::Express Engine::finish_express(const AllreduceCall& call, std::uint32_t 
     cache_.touch(bit);
     const Response& response = cache_.response(bit);
     executor_.reduce_gathered(response, call.output, agreement_.payloads());
-    if (recorder_) recorder_->record_done(call.name, OpType::Allreduce, bytes_of(call));
+    if (recorder_) recorder_->update(seq, OpPhase::Done);
     stalled_ = false;
     return Express::Done;
   }
@@ -287,7 +290,7 @@ Engine::Express Engine::finish_express(const AllreduceCall& call, std::uint32_t 
     std::lock_guard lock(mutex_);
     in_flight_.insert(call.name);
   }
-  if (recorder_) entry.seq = recorder_->begin(entry.request, entry.submitted_at);
+  entry.seq = seq;
   Entry& stored = entries_.emplace(call.name, std::move(entry)).first->second;
   cached_pending_.emplace_back(bit, &stored);
   return Express::Pending;

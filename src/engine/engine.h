@@ -88,7 +88,9 @@ class Engine {
   // cycle already took new operations. False when the job is shutting down.
   bool settle(bool progressed);
   // The express path's step, after the exchange; Done or Pending as express().
-  Express finish_express(const AllreduceCall& call, std::uint32_t bit, std::shared_ptr<detail::OpState>& pending);
+  // `seq`: its flight record.
+  Express finish_express(const AllreduceCall& call, std::uint32_t bit, std::uint64_t seq,
+                         std::shared_ptr<detail::OpState>& pending);
   void accept(Entry entry);
   std::vector<Response> coordinate();
   void execute(const std::vector<Response>& responses, bool store_in_cache);

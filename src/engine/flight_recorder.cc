@@ -86,29 +86,23 @@ std::int64_t FlightRecorder::now_us() const {
 }
 
 std::uint64_t FlightRecorder::begin(const Request& request, std::chrono::steady_clock::time_point submitted) {
-  std::lock_guard lock(mutex_);
-  std::uint64_t seq = next_seq_++;
-  FlightRecord& r = ring_[seq % ring_.size()];
-  r.seq = seq;
-  r.name = request.name;
-  r.op = request.op;
-  r.bytes = static_cast<std::uint64_t>(num_elements(request.shape)) * element_size(request.dtype);
-  r.phase = OpPhase::Negotiating;
-  r.submitted_us = std::chrono::duration_cast<std::chrono::microseconds>(submitted - origin_).count();
-  r.started_us = r.finished_us = 0;
-  return seq;
+  return begin(request.name, request.op,
+               static_cast<std::uint64_t>(num_elements(request.shape)) * element_size(request.dtype), submitted);
 }
 
-void FlightRecorder::record_done(const std::string& name, OpType op, std::uint64_t bytes) {
+std::uint64_t FlightRecorder::begin(const std::string& name, OpType op, std::uint64_t bytes,
+                                    std::chrono::steady_clock::time_point submitted) {
   std::lock_guard lock(mutex_);
-  const std::uint64_t seq = next_seq_++;
+  std::uint64_t seq = next_seq_++;
   FlightRecord& r = ring_[seq % ring_.size()];
   r.seq = seq;
   r.name = name;
   r.op = op;
   r.bytes = bytes;
-  r.phase = OpPhase::Done;
-  r.submitted_us = r.started_us = r.finished_us = now_us();
+  r.phase = OpPhase::Negotiating;
+  r.submitted_us = std::chrono::duration_cast<std::chrono::microseconds>(submitted - origin_).count();
+  r.started_us = r.finished_us = 0;
+  return seq;
 }
 
 void FlightRecorder::update(std::uint64_t seq, OpPhase phase) {

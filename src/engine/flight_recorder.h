@@ -38,9 +38,9 @@ class FlightRecorder {
 
   // Records a new operation; returns its sequence number.
   std::uint64_t begin(const Request& request, std::chrono::steady_clock::time_point submitted);
+  std::uint64_t begin(const std::string& name, OpType op, std::uint64_t bytes,
+                      std::chrono::steady_clock::time_point submitted);
   void update(std::uint64_t seq, OpPhase phase);
-  // An operation that began and finished at once (Engine::express): one record, one lock.
-  void record_done(const std::string& name, OpType op, std::uint64_t bytes);
 
   // The ring, oldest first, as JSON with `reason` (what triggered the dump) and,
   // when this rank failed because of another (blamed_rank >= 0), that rank as

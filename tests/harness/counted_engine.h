@@ -26,7 +26,9 @@ struct CountedEngine {
 // cycles are the ones the blocking callers drive: every collective counted
 // belongs to an operation of the test.
 // Engines of one test need different `job` names: each has a segment of its own.
-inline CountedEngine make_counted_engine(int rank, std::optional<std::size_t> eager_bytes, const std::string& job = "") {
+// `flight_records` > 0 keeps a flight recorder (its file under /tmp/kolo-flight-<job>).
+inline CountedEngine make_counted_engine(int rank, std::optional<std::size_t> eager_bytes, const std::string& job = "",
+                                         std::size_t flight_records = 0) {
   using namespace std::chrono_literals;
   const int size = std::atoi(std::getenv("KOLO_SIZE"));
   const std::string job_id = std::getenv("KOLO_JOB_ID") + job;
@@ -35,7 +37,8 @@ inline CountedEngine make_counted_engine(int rank, std::optional<std::size_t> ea
   engine::EngineConfig config;
   config.cycle_time = 10s;
   config.stall_check_time = 0ms;
-  config.flight_recorder_size = 0;
+  config.flight_recorder_size = flight_records;
+  config.flight_recorder_dir = "/tmp/kolo-flight-" + job_id;
   config.eager_bytes = eager_bytes;
   return {std::make_shared<engine::Engine>(std::move(counted), config), comm};
 }
