@@ -6,6 +6,7 @@
 // communicator counts their collectives.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -77,7 +78,7 @@ TEST(EngineExpress, ResultsAreBitForBitThoseOfTheOrdinaryPath) {
   }, no_store());
 }
 
-TEST(EngineExpress, DoesNotApplyToWhatTheCacheDoesNotHoldOrTheStepCannotCarry) {
+TEST(EngineExpress, DoesNotApplyToWhatTheCacheDoesNotHoldOrWhileOtherWorkIsPending) {
   run_ranks(2, [](int rank) {
     auto [engine, comm] = make_counted_engine(rank, 16);
     Call small{"small", {1.0f}, {0.0f}};
@@ -87,10 +88,6 @@ TEST(EngineExpress, DoesNotApplyToWhatTheCacheDoesNotHoldOrTheStepCannotCarry) {
     EXPECT_EQ(express(*engine, reshaped), Express::NotApplicable);  // cached with another shape
     Call other_op{"small", {1.0f}, {0.0f}, ReduceOp::Max};
     EXPECT_EQ(express(*engine, other_op), Express::NotApplicable);
-    Call large{"large", std::vector<float>(5, 1.0f), std::vector<float>(5)};  // 20 bytes > 16
-    ordinary(*engine, large);
-    EXPECT_EQ(express(*engine, large), Express::NotApplicable);
-    EXPECT_EQ(large.out, std::vector<float>(5, 2.0f));
     // While another operation is pending on this rank the ordinary cycle runs.
     Call pending_call{"pending", {1.0f}, {0.0f}};
     ordinary(*engine, pending_call);
@@ -103,16 +100,27 @@ TEST(EngineExpress, DoesNotApplyToWhatTheCacheDoesNotHoldOrTheStepCannotCarry) {
 // Bits: "b" 0, "a" 1. Rank 1 has both ready and offers "b"; rank 0's express step
 // offers "a": the offers differ, so rank 0's "a" becomes an ordinary operation,
 // which runs as a collective in the same cycle; "b" then goes express on rank 0.
-// Without eager bytes the step carries no data, not even an empty tensor's.
-TEST(EngineExpress, DoesNotApplyWithoutEagerBytes) {
+// Above the eager size, or without eager bytes (the step then carries no data, not
+// even an empty tensor's), the step is followed by one collective for the data.
+TEST(EngineExpress, WhatTheStepCannotCarryTakesOneCollectiveMore) {
   run_ranks(2, [](int rank) {
-    auto [engine, comm] = make_counted_engine(rank, 0);
-    Call empty{"empty", {}, {}};
-    ordinary(*engine, empty);
-    EXPECT_EQ(express(*engine, empty), Express::NotApplicable);
-    Call one{"one", {1.0f}, {0.0f}};
-    ordinary(*engine, one);
-    EXPECT_EQ(express(*engine, one), Express::NotApplicable);
+    for (const std::size_t eager : {std::size_t{0}, std::size_t{16}}) {
+      auto [engine, comm] = make_counted_engine(rank, eager, "-" + std::to_string(eager));
+      std::vector<Call> calls = {{"empty", {}, {}},
+                                 {"one", {1.0f + rank}, {0.0f}},
+                                 {"large", std::vector<float>(5, 1.0f + rank), std::vector<float>(5)},
+                                 {"scaled", {1.0f + rank, 2.0f}, {0.0f, 0.0f}, ReduceOp::Average, 2.0, 3.0}};
+      for (Call& call : calls) {
+        ordinary(*engine, call);
+        const std::vector<float> expected = call.out;
+        std::fill(call.out.begin(), call.out.end(), 0.0f);
+        const int before = comm->collectives();
+        EXPECT_EQ(express(*engine, call), Express::Done) << call.name;
+        const bool carried = eager > 0 && call.in.size() * sizeof(float) <= eager;
+        EXPECT_EQ(comm->collectives() - before, carried ? 1 : 2) << call.name << ", eager bytes " << eager;
+        EXPECT_EQ(call.out, expected) << call.name;
+      }
+    }
   }, no_store());
 }
 
@@ -136,6 +144,32 @@ TEST(EngineExpress, AStepThatDoesNotFinishTheOperationHandsItOver) {
     EXPECT_EQ(a.out[0], 3.0f);
     EXPECT_EQ(b.out[0], 30.0f);
     EXPECT_EQ(comm->collectives() - before, 3);  // "a": the step, then its data; "b": one step
+  }, no_store());
+}
+
+// The same with operations too large to ride in the step: none is offered, so
+// "a", ready everywhere, is done on rank 0 by one collective after the step, the
+// collective rank 1's cycle runs for its batch of "a".
+TEST(EngineExpress, ALargeOperationIsDoneBesideAPeerWithMoreWorkPending) {
+  run_ranks(2, [](int rank) {
+    auto [engine, comm] = make_counted_engine(rank, 8);
+    Call a{"a", std::vector<float>(4, 1.0f + rank), std::vector<float>(4)};
+    Call b{"b", std::vector<float>(4, 10.0f * (rank + 1)), std::vector<float>(4)};
+    ordinary(*engine, b);
+    ordinary(*engine, a);
+    const int before = comm->collectives();
+    if (rank == 0) {
+      EXPECT_EQ(express(*engine, a), Express::Done);
+      EXPECT_EQ(express(*engine, b), Express::Done);
+    } else {
+      auto pending_b = submit_allreduce(*engine, "b", b.in, b.out);
+      auto pending_a = submit_allreduce(*engine, "a", a.in, a.out);
+      wait(*engine, pending_a);
+      wait(*engine, pending_b);
+    }
+    EXPECT_EQ(a.out, std::vector<float>(4, 3.0f));
+    EXPECT_EQ(b.out, std::vector<float>(4, 30.0f));
+    EXPECT_EQ(comm->collectives() - before, 4);  // each: the step, then its data
   }, no_store());
 }
 

@@ -200,9 +200,11 @@ void Engine::stop_with(std::exception_ptr reason) {
 }
 
 Engine::Express Engine::express(const AllreduceCall& call, std::shared_ptr<detail::OpState>& pending) {
+  if (timeline_) return Express::NotApplicable;  // its spans come from the ordinary path
   const std::size_t bytes = bytes_of(call);
-  // Without eager bytes the step is a plain AND-allreduce that carries no data.
-  if (agreement_.eager_bytes() == 0 || bytes > agreement_.eager_bytes() || timeline_) return Express::NotApplicable;
+  // Small enough to ride in the step (which carries no data without eager bytes),
+  // or else reduced by one collective right after it.
+  const bool carried = agreement_.eager_bytes() > 0 && bytes <= agreement_.eager_bytes();
   std::unique_lock cycle(cycle_mutex_, std::try_to_lock);
   // Anything pending here needs the ordinary cycle (which would also take this
   // operation's step away from the work already waiting).
@@ -228,15 +230,17 @@ Engine::Express Engine::express(const AllreduceCall& call, std::shared_ptr<detai
   mine[kNoStallCheck] = !stall_check_due();
   mine[kHeader + *bit] = 1;
   std::fill(mine + kHeader + slots, mine + kHeader + 2 * slots, 1);
-  agreement_.offer(*bit, call.input, bytes);
-  if (call.prescale != 1.0) scale(agreement_.offered_payload(), num_elements(call.shape), call.dtype, call.prescale);
+  if (carried) {
+    agreement_.offer(*bit, call.input, bytes);
+    if (call.prescale != 1.0) scale(agreement_.offered_payload(), num_elements(call.shape), call.dtype, call.prescale);
+  }
   // Recorded before the step, so that a rank stuck in it names the operation it
   // waits with (kolorun's report on a timeout, SIGUSR1).
   const std::uint64_t seq = recorder_ ? recorder_->begin(call.name, OpType::Allreduce, bytes, coarse_now()) : 0;
   Express outcome = Express::Pending;
   std::exception_ptr failure = guarded([&] {
     agreement_.exchange();
-    outcome = finish_express(call, *bit, seq, pending);
+    outcome = finish_express(call, *bit, carried, seq, pending);
     return outcome == Express::Done || settle(true);
   });
   if (failure) stop_with(failure);
@@ -256,19 +260,26 @@ Engine::Express Engine::express(const AllreduceCall& call, std::shared_ptr<detai
   return outcome;
 }
 
-Engine::Express Engine::finish_express(const AllreduceCall& call, std::uint32_t bit, std::uint64_t seq,
+Engine::Express Engine::finish_express(const AllreduceCall& call, std::uint32_t bit, bool carried, std::uint64_t seq,
                                        std::shared_ptr<detail::OpState>& pending) {
   const std::uint32_t slots = cache_.slots();
   const std::uint8_t* agree = agreement_.agreed();
+  // Ready everywhere, and the step has no other business. A carried operation
+  // also needs every rank to have carried it (a rank may have offered another).
   bool done = agree[kNoShutdown] && agree[kNoStallCheck] && agree[kNotJoined] && agree[kNoUncached] &&
-              agree[kHeader + bit] && agreement_.common_offer() == bit;
+              agree[kHeader + bit] && (!carried || agreement_.common_offer() == bit);
   for (std::uint32_t b = 0; done && b < slots; ++b) done = agree[kHeader + slots + b] != 0;
   if (done) {
-    // Every rank carried this operation and nothing else needs the cycle: finish it
-    // as execute_eager() would, without ever making it an entry.
+    // Finish it as the cycle would (execute_eager(), or a batch of this one cached
+    // response: the only bit raised here, so the only one ready everywhere),
+    // without ever making it an entry.
     cache_.touch(bit);
     const Response& response = cache_.response(bit);
-    executor_.reduce_gathered(response, call.output, agreement_.payloads());
+    if (carried) {
+      executor_.reduce_gathered(response, call.output, agreement_.payloads());
+    } else {
+      executor_.allreduce_one(response, call.input, call.output);
+    }
     if (recorder_) recorder_->update(seq, OpPhase::Done);
     stalled_ = false;
     return Express::Done;

@@ -49,9 +49,10 @@ class Engine {
   void submit(std::span<Entry> entries, bool wake = true);
 
   // The express path of a blocking allreduce: in the steady state of a loop of
-  // small blocking allreduces (nothing else pending on this rank, the operation
-  // cached and small enough to ride in the agreement step), the calling thread runs
-  // the one negotiation step itself, without queue, entry or handle.
+  // blocking allreduces (nothing else pending on this rank, the operation cached),
+  // the calling thread runs the negotiation step itself, without queue, entry or
+  // handle; an operation small enough rides in the step (KOLO_EAGER_BYTES), a
+  // larger one is reduced by one collective right after it.
   //  - NotApplicable: nothing was done; submit the operation as usual.
   //  - Done: the output holds the result.
   //  - Pending: the step ran but did not finish the operation (a peer was not
@@ -89,7 +90,8 @@ class Engine {
   bool settle(bool progressed);
   // The express path's step, after the exchange; Done or Pending as express().
   // `seq`: its flight record.
-  Express finish_express(const AllreduceCall& call, std::uint32_t bit, std::uint64_t seq,
+  // `carried`: its input rode in the step.
+  Express finish_express(const AllreduceCall& call, std::uint32_t bit, bool carried, std::uint64_t seq,
                          std::shared_ptr<detail::OpState>& pending);
   void accept(Entry entry);
   std::vector<Response> coordinate();

@@ -126,45 +126,57 @@ void Executor::allreduce(const std::vector<const Response*>& batch, EntryMap& en
     }
   }
 
-  std::byte* data;
-  const std::byte* send = nullptr;  // what the communicator reduces into `data`
   if (direct) {
-    Entry& e = *parts[0].entry;
-    data = static_cast<std::byte*>(e.output);
-    send = static_cast<const std::byte*>(e.input);
-    // Out of place straight through the communicator (one pass less), unless the
-    // input must be scaled first or the two buffers partly overlap.
-    const bool copy_first = send != data && total > 0 &&
-                            (first.prescale != 1.0 || (send < data + total * esize && data < send + total * esize));
-    if (copy_first) {
-      std::memmove(data, send, total * esize);
-      send = data;
-    }
-  } else {
-    data = fusion_buffer(total * esize);
-    std::size_t offset = 0;
-    for (const Part& p : parts) {
-      if (p.entry) std::memcpy(data + offset, p.entry->input, p.count * esize);
-      else std::memset(data + offset, 0, p.count * esize);
-      offset += p.count * esize;
-    }
-    send = data;
+    reduce_direct(first, parts[0].entry->input, parts[0].entry->output);
+    return;
   }
-
-  phases_.fused = !direct;
+  std::byte* data = fusion_buffer(total * esize);
+  std::size_t offset = 0;
+  for (const Part& p : parts) {
+    if (p.entry) std::memcpy(data + offset, p.entry->input, p.count * esize);
+    else std::memset(data + offset, 0, p.count * esize);
+    offset += p.count * esize;
+  }
+  phases_.fused = true;
   stamp(phases_.comm_start);
-  if (first.prescale != 1.0) scale(data, total, dtype, first.prescale);  // send == data here
-  comm_.allreduce(send, data, total, dtype, wire_op);
+  if (first.prescale != 1.0) scale(data, total, dtype, first.prescale);
+  comm_.allreduce(data, data, total, dtype, wire_op);
   finish_reduction(data, total, dtype, first.reduce_op, first.postscale);
   stamp(phases_.comm_end);
-
-  if (!direct) {
-    std::size_t offset = 0;
-    for (const Part& p : parts) {
-      if (p.entry) std::memcpy(p.entry->output, data + offset, p.count * esize);
-      offset += p.count * esize;
-    }
+  offset = 0;
+  for (const Part& p : parts) {
+    if (p.entry) std::memcpy(p.entry->output, data + offset, p.count * esize);
+    offset += p.count * esize;
   }
+}
+
+void Executor::allreduce_one(const Response& response, const void* input, void* output) {
+  phases_ = Phases{};
+  stamp(phases_.start);
+  reduce_direct(response, input, output);
+  stamp(phases_.end);
+}
+
+void Executor::reduce_direct(const Response& response, const void* input, void* output) {
+  const DataType dtype = response.dtype;
+  const std::size_t esize = element_size(dtype);
+  const ReduceOp wire_op = response.reduce_op == ReduceOp::Average ? ReduceOp::Sum : response.reduce_op;
+  const auto total = static_cast<std::size_t>(response.sizes[0]);
+  auto* data = static_cast<std::byte*>(output);
+  const auto* send = static_cast<const std::byte*>(input);
+  // Out of place straight through the communicator (one pass less), unless the
+  // input must be scaled first or the two buffers partly overlap.
+  const bool copy_first = send != data && total > 0 &&
+                          (response.prescale != 1.0 || (send < data + total * esize && data < send + total * esize));
+  if (copy_first) {
+    std::memmove(data, send, total * esize);
+    send = data;
+  }
+  stamp(phases_.comm_start);
+  if (response.prescale != 1.0) scale(data, total, dtype, response.prescale);  // send == data here
+  comm_.allreduce(send, data, total, dtype, wire_op);
+  finish_reduction(data, total, dtype, response.reduce_op, response.postscale);
+  stamp(phases_.comm_end);
 }
 
 void Executor::reduce_gathered(const Response& response, void* output, const std::vector<const void*>& inputs) {

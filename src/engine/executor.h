@@ -24,6 +24,10 @@ class Executor {
   // job. Communicator failures propagate as kolo::Error.
   void run(const std::vector<const Response*>& batch, EntryMap& entries);
 
+  // One allreduce straight through the communicator, out of place when it can
+  // (the same collective run() makes for a batch of this one response).
+  void allreduce_one(const Response& response, const void* input, void* output);
+
   // Finishes an allreduce whose inputs every rank already gathered (one per
   // rank, in rank order): reduces them into the entry's output, in rank order.
   void reduce_gathered(const Response& response, void* output, const std::vector<const void*>& inputs);
@@ -40,6 +44,8 @@ class Executor {
 
  private:
   void allreduce(const std::vector<const Response*>& batch, EntryMap& entries);
+  // allreduce_one without the phases' start.
+  void reduce_direct(const Response& response, const void* input, void* output);
   void allgather(const Response& response, Entry& entry);
   void broadcast(const Response& response, Entry& entry);
   void alltoall(const Response& response, Entry& entry);
