@@ -97,9 +97,6 @@ TEST(EngineExpress, DoesNotApplyToWhatTheCacheDoesNotHoldOrWhileOtherWorkIsPendi
   }, no_store());
 }
 
-// Bits: "b" 0, "a" 1. Rank 1 has both ready and offers "b"; rank 0's express step
-// offers "a": the offers differ, so rank 0's "a" becomes an ordinary operation,
-// which runs as a collective in the same cycle; "b" then goes express on rank 0.
 // Above the eager size, or without eager bytes (the step then carries no data, not
 // even an empty tensor's), the step is followed by one collective for the data.
 TEST(EngineExpress, WhatTheStepCannotCarryTakesOneCollectiveMore) {
@@ -124,52 +121,61 @@ TEST(EngineExpress, WhatTheStepCannotCarryTakesOneCollectiveMore) {
   }, no_store());
 }
 
+// Bits: "b" 0, "a" 1. Both ranks fill the cache; then rank 0 runs "a" and "b"
+// express while rank 1 has both pending as ordinary operations (and so offers "b"
+// when it fits the step). Checks the results and returns rank 0's outcomes and the
+// collectives taken.
+struct HandOver {
+  Express a, b;
+  int collectives;
+};
+HandOver express_beside_pending_peer(int rank, std::size_t eager_bytes, std::size_t floats) {
+  auto [engine, comm] = make_counted_engine(rank, eager_bytes);
+  Call a{"a", std::vector<float>(floats, 1.0f + rank), std::vector<float>(floats)};
+  Call b{"b", std::vector<float>(floats, 10.0f * (rank + 1)), std::vector<float>(floats)};
+  ordinary(*engine, b);
+  ordinary(*engine, a);
+  const int before = comm->collectives();
+  HandOver outcome{Express::NotApplicable, Express::NotApplicable, 0};
+  if (rank == 0) {
+    outcome.a = express(*engine, a);
+    outcome.b = express(*engine, b);
+  } else {
+    auto pending_b = submit_allreduce(*engine, "b", b.in, b.out);
+    auto pending_a = submit_allreduce(*engine, "a", a.in, a.out);
+    wait(*engine, pending_a);
+    wait(*engine, pending_b);
+  }
+  EXPECT_EQ(a.out, std::vector<float>(floats, 3.0f));
+  EXPECT_EQ(b.out, std::vector<float>(floats, 30.0f));
+  outcome.collectives = comm->collectives() - before;
+  return outcome;
+}
+
+// Rank 0's step offers "a", rank 1's "b": the offers differ, so rank 0's "a"
+// becomes an ordinary operation, which runs as a collective in the same cycle;
+// "b" then goes express on rank 0.
 TEST(EngineExpress, AStepThatDoesNotFinishTheOperationHandsItOver) {
   run_ranks(2, [](int rank) {
-    auto [engine, comm] = make_counted_engine(rank, 64);
-    Call a{"a", {1.0f + rank}, {0.0f}}, b{"b", {10.0f * (rank + 1)}, {0.0f}};
-    ordinary(*engine, b);
-    ordinary(*engine, a);
-    a.out = b.out = {0.0f};
-    const int before = comm->collectives();
+    const HandOver h = express_beside_pending_peer(rank, 64, 1);
     if (rank == 0) {
-      EXPECT_EQ(express(*engine, a), Express::Pending);
-      EXPECT_EQ(express(*engine, b), Express::Done);
-    } else {
-      auto pending_b = submit_allreduce(*engine, "b", b.in, b.out);
-      auto pending_a = submit_allreduce(*engine, "a", a.in, a.out);
-      wait(*engine, pending_a);
-      wait(*engine, pending_b);
+      EXPECT_EQ(h.a, Express::Pending);
+      EXPECT_EQ(h.b, Express::Done);
     }
-    EXPECT_EQ(a.out[0], 3.0f);
-    EXPECT_EQ(b.out[0], 30.0f);
-    EXPECT_EQ(comm->collectives() - before, 3);  // "a": the step, then its data; "b": one step
+    EXPECT_EQ(h.collectives, 3);  // "a": the step, then its data; "b": one step
   }, no_store());
 }
 
-// The same with operations too large to ride in the step: none is offered, so
-// "a", ready everywhere, is done on rank 0 by one collective after the step, the
-// collective rank 1's cycle runs for its batch of "a".
+// Too large to ride in the step, nothing is offered: "a", ready everywhere, is done
+// on rank 0 by the one collective rank 1's cycle runs for its batch of "a".
 TEST(EngineExpress, ALargeOperationIsDoneBesideAPeerWithMoreWorkPending) {
   run_ranks(2, [](int rank) {
-    auto [engine, comm] = make_counted_engine(rank, 8);
-    Call a{"a", std::vector<float>(4, 1.0f + rank), std::vector<float>(4)};
-    Call b{"b", std::vector<float>(4, 10.0f * (rank + 1)), std::vector<float>(4)};
-    ordinary(*engine, b);
-    ordinary(*engine, a);
-    const int before = comm->collectives();
+    const HandOver h = express_beside_pending_peer(rank, 8, 4);
     if (rank == 0) {
-      EXPECT_EQ(express(*engine, a), Express::Done);
-      EXPECT_EQ(express(*engine, b), Express::Done);
-    } else {
-      auto pending_b = submit_allreduce(*engine, "b", b.in, b.out);
-      auto pending_a = submit_allreduce(*engine, "a", a.in, a.out);
-      wait(*engine, pending_a);
-      wait(*engine, pending_b);
+      EXPECT_EQ(h.a, Express::Done);
+      EXPECT_EQ(h.b, Express::Done);
     }
-    EXPECT_EQ(a.out, std::vector<float>(4, 3.0f));
-    EXPECT_EQ(b.out, std::vector<float>(4, 30.0f));
-    EXPECT_EQ(comm->collectives() - before, 4);  // each: the step, then its data
+    EXPECT_EQ(h.collectives, 4);  // each: the step, then its data
   }, no_store());
 }
 
