@@ -61,6 +61,28 @@ void allreduce_flagged(ShmChannel& channel, const RegionList& regions, DataType 
   channel.finish_step();
 }
 
+// Reduces `count` elements of `srcs` into `dst`, a slot, through a block that
+// stays in L1: reduce into the block, then copy it to the slot. The slot's lines
+// were last read by the peers (two steps ago), so each store to them must first
+// take the line from the peers' caches; the reduction's stores, interleaved with
+// its loads from two streams, stall on that, and a plain copy of a cached block
+// does not nearly as much. Measured at 16 MiB with 2 ranks: 2.6 -> 2.1 ms per
+// call (docs/benchmarks.md, session 4). `srcs` is advanced (scratch).
+void reduce_via_l1(std::byte* dst, std::span<const void*> srcs, std::size_t count, DataType dtype, ReduceOp op) {
+  constexpr std::size_t kBlockBytes = 16 << 10;
+  alignas(kCacheLine) std::byte block[kBlockBytes];
+  const std::size_t es = element_size(dtype);
+  const std::size_t per_block = kBlockBytes / es;
+  for (std::size_t done = 0; done < count;) {
+    const std::size_t len = std::min(per_block, count - done);
+    reduce_many(block, srcs.data(), static_cast<int>(srcs.size()), len, dtype, op);
+    std::memcpy(dst, block, len * es);
+    for (const void*& src : srcs) src = static_cast<const std::byte*>(src) + len * es;
+    dst += len * es;
+    done += len;
+  }
+}
+
 // Large messages: chunk by chunk, each rank reduces the segment it owns.
 void allreduce_pipelined(ShmChannel& channel, const RegionList& regions, DataType dtype, ReduceOp op,
                          std::span<const void*> srcs, std::span<const void*> run_srcs) {
@@ -97,7 +119,7 @@ void allreduce_pipelined(ShmChannel& channel, const RegionList& regions, DataTyp
                        [&](const std::byte* send, std::byte*, std::size_t run, std::size_t pos) {
                          for (int j = 0; j < n; ++j)
                            run_srcs[j] = j == me ? send : static_cast<const std::byte*>(srcs[j]) + (pos - base) * es;
-                         reduce_many(in_slot(mine, pos), run_srcs.data(), n, run, dtype, op);
+                         reduce_via_l1(in_slot(mine, pos), run_srcs, run, dtype, op);
                        });
     }
     channel.post_reduced();
