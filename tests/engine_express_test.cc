@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -215,20 +216,25 @@ TEST(EngineExpress, ARankWaitingInTheStepShowsTheOperationInItsFlightRecord) {
     Call x{"loss.x", {1.0f}, {0.0f}};
     ordinary(*engine, x);
     if (rank == 1) std::this_thread::sleep_for(time_bound(500ms));
+    // Rank 0 reads its record until it shows the operation waiting, or its step is over.
+    constexpr const char* kWaiting = R"("name":"loss.x","op":"allreduce","bytes":4,"state":"negotiating")";
     std::string seen;
+    std::atomic<bool> over{false};
     std::thread reader;
     if (rank == 0) {
-      reader = std::thread([&engine = engine, &seen] {
-        std::this_thread::sleep_for(200ms);
-        seen = engine->flight_recorder()->to_json("test");
+      reader = std::thread([&engine = engine, &seen, &over, kWaiting] {
+        do {
+          std::this_thread::sleep_for(5ms);
+          seen = engine->flight_recorder()->to_json("test");
+        } while (seen.find(kWaiting) == std::string::npos && !over);
       });
     }
     EXPECT_EQ(express(*engine, x), Express::Done);
+    over = true;
     EXPECT_EQ(x.out[0], 2.0f);
     if (rank == 0) {
       reader.join();
-      EXPECT_NE(seen.find(R"("name":"loss.x","op":"allreduce","bytes":4,"state":"negotiating")"), std::string::npos)
-          << seen;
+      EXPECT_NE(seen.find(kWaiting), std::string::npos) << seen;
     }
   }, no_store());
 }
