@@ -20,7 +20,7 @@ void allreduce_one_step(ShmChannel& channel, const RegionList& regions, DataType
   std::byte* mine = channel.slot(me);
   channel.acquire_slot();
   regions.for_each(0, regions.count(), [&](const std::byte* send, std::byte*, std::size_t len, std::size_t pos) {
-    std::memcpy(mine + pos * es, send, len * es);
+    copy_to_shared(mine + pos * es, send, len * es);
   });
   channel.post();
   for (int j = 0; j < n; ++j) {
@@ -76,7 +76,7 @@ void reduce_via_l1(std::byte* dst, std::span<const void*> srcs, std::size_t coun
   for (std::size_t done = 0; done < count;) {
     const std::size_t len = std::min(per_block, count - done);
     reduce_many(block, srcs.data(), static_cast<int>(srcs.size()), len, dtype, op);
-    std::memcpy(dst, block, len * es);
+    copy_to_shared(dst, block, len * es);
     for (const void*& src : srcs) src = static_cast<const std::byte*>(src) + len * es;
     dst += len * es;
     done += len;
@@ -103,7 +103,7 @@ void allreduce_pipelined(ShmChannel& channel, const RegionList& regions, DataTyp
       Piece p = piece_of(len, n, (me + d) % n, align);
       regions.for_each(base + p.begin, base + p.end,
                        [&](const std::byte* send, std::byte*, std::size_t run, std::size_t pos) {
-                         std::memcpy(in_slot(mine, pos), send, run * es);
+                         copy_to_shared(in_slot(mine, pos), send, run * es);
                        });
     }
     channel.post();
@@ -181,7 +181,7 @@ void reduce_scatter(ShmChannel& channel, const std::byte* send, std::byte* recv,
     channel.acquire_slot();
     for (int d = 1; d < n; ++d) {
       const int j = (me + d) % n;
-      std::memcpy(mine + j * per_owner * es, send + (offsets[j] + begin) * es, piece_len(j) * es);
+      copy_to_shared(mine + j * per_owner * es, send + (offsets[j] + begin) * es, piece_len(j) * es);
     }
     channel.post();
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "comm/shm/shm_collectives.h"
+#include "comm/shm/stream_copy.h"
 #include "kolo/error.h"
 
 namespace kolo::comm::shm {
@@ -127,7 +128,7 @@ void gather(ShmChannel& channel, const std::byte* send, std::byte* recv, std::sp
     auto piece_len = [&](int j) { return begin < sizes[j] ? std::min(slot, sizes[j] - begin) : 0; };
     if (me != root && piece_len(me) > 0) {
       channel.acquire_slot();
-      std::memcpy(channel.slot(me), send + begin, piece_len(me));
+      copy_to_shared(channel.slot(me), send + begin, piece_len(me));
       channel.post();
     }
     if (receives) {
@@ -149,7 +150,7 @@ void broadcast(ShmChannel& channel, std::byte* buffer, std::size_t bytes, int ro
     const std::size_t begin = s * slot, len = std::min(slot, bytes - begin);
     if (channel.rank() == root) {
       channel.acquire_slot();
-      std::memcpy(channel.slot(root), buffer + begin, len);
+      copy_to_shared(channel.slot(root), buffer + begin, len);
       channel.post();
     } else {
       channel.wait_posted(root);
@@ -193,7 +194,7 @@ void alltoallv(ShmChannel& channel, const std::byte* send, std::span<const std::
       std::byte* mine = channel.slot(me);
       for (int d = 1; d < n; ++d) {
         const int j = (me + d) % n;
-        std::memcpy(mine + j * per_peer, send + send_offsets[j] + begin, piece_len(me, j));
+        copy_to_shared(mine + j * per_peer, send + send_offsets[j] + begin, piece_len(me, j));
       }
       channel.post();
     }
