@@ -5,6 +5,7 @@
 #include <cstring>
 #include <new>
 
+#include "common/mapping_cache.h"
 #include "kolo/error.h"
 
 namespace kolo {
@@ -99,15 +100,24 @@ std::byte* map_aligned(std::size_t bytes) {
 
 void detail::BufferRelease::operator()(std::byte* p) const noexcept {
   if (p == nullptr) return;
-  if (bytes >= kHugePage) ::munmap(p, mapping_bytes(bytes));
+  // A large Buffer was allocated through the cache, which therefore exists.
+  if (bytes >= kHugePage) detail::MappingCache::process().give(p, mapping_bytes(bytes));
   else delete[] p;
 }
 
 Buffer::Buffer(DataType dtype, Shape shape, bool zeroed) : dtype_(dtype), shape_(std::move(shape)) {
   const std::size_t bytes = static_cast<std::size_t>(num_elements(shape_)) * element_size(dtype);
   std::byte* p = nullptr;
-  if (bytes >= kHugePage) p = map_aligned(bytes);  // a fresh mapping reads as zeros
-  else if (bytes > 0) p = zeroed ? new std::byte[bytes]() : new std::byte[bytes];
+  if (bytes >= kHugePage) {
+    p = static_cast<std::byte*>(detail::MappingCache::process().take(mapping_bytes(bytes)));
+    if (p == nullptr) {
+      p = map_aligned(bytes);  // a fresh mapping reads as zeros
+    } else if (zeroed) {
+      std::memset(p, 0, bytes);
+    }
+  } else if (bytes > 0) {
+    p = zeroed ? new std::byte[bytes]() : new std::byte[bytes];
+  }
   bytes_ = std::unique_ptr<std::byte[], detail::BufferRelease>(p, detail::BufferRelease{bytes});
 }
 

@@ -1,0 +1,47 @@
+// Large Buffers' memory (kolo/types.h), kept after release for the next Buffer
+// of the same size. A fresh mapping costs a page fault and the kernel zeroing
+// each of its pages on first touch: for a 128 MiB allgather output on this VM
+// that was half the time of the collective itself, paid again every call
+// (docs/benchmarks.md, session 5). Reusing the last call's mapping costs none,
+// as PyTorch's caching allocator does for GPU memory.
+#pragma once
+
+#include <cstddef>
+#include <mutex>
+#include <vector>
+
+namespace kolo::detail {
+
+class MappingCache {
+ public:
+  // Keeps at most `limit_bytes` of released mappings; 0 keeps none.
+  explicit MappingCache(std::size_t limit_bytes) : limit_(limit_bytes) {}
+  ~MappingCache();
+  MappingCache(const MappingCache&) = delete;
+  MappingCache& operator=(const MappingCache&) = delete;
+
+  // The process's cache, sized by KOLO_BUFFER_CACHE_BYTES (default 512 MiB). Never
+  // destroyed, so that Buffers released during exit still find it.
+  static MappingCache& process();
+
+  // A kept mapping of exactly `length` bytes (the most recently released), or
+  // nullptr. Its contents are whatever its last Buffer left.
+  void* take(std::size_t length);
+  // Keeps `p` (a mapping of `length` bytes), unmapping the oldest kept mappings
+  // to stay within the limit; unmaps `p` itself when it alone exceeds it.
+  void give(void* p, std::size_t length) noexcept;
+
+  std::size_t kept_bytes() const;
+
+ private:
+  struct Kept {
+    void* p;
+    std::size_t length;
+  };
+  std::size_t limit_;
+  mutable std::mutex mutex_;
+  std::vector<Kept> kept_;  // oldest first
+  std::size_t kept_bytes_ = 0;
+};
+
+}  // namespace kolo::detail
