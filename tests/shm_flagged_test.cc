@@ -1,9 +1,11 @@
 // Small messages through flagged lines (shm_layout.h, ShmChannel::write_flagged):
 // every size around the line and area boundaries, interleaved with steps that use
 // the slots, so that areas are reused at both parities; in-place and list
-// allreduces; and a peer that sends less than expected is an error, not a hang.
+// allreduces; alltoallv's size tables, with and without the data; and a peer that
+// sends less than expected is an error, not a hang.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <numeric>
@@ -88,6 +90,98 @@ TEST(ShmFlagged, AllreduceInPlaceOutOfPlaceAndAsAListOfBuffers) {
       }
     }
   }, no_store());
+}
+
+// What rank `from` sends rank `to` in the alltoallv tests below: rank 0 a quarter
+// of `base`, rank 1 all of it, rank 2 nothing, so that around kFlaggedBytes one
+// rank's data rides in its flagged message and another's follows through the slots.
+std::size_t alltoall_piece(std::size_t base, int from, int to) {
+  if (from == to) return base / 3;
+  return from == 0 ? base / 4 : from == 1 ? base : 0;
+}
+
+std::uint8_t alltoall_byte(int from, int to, std::size_t i, int round) {
+  return static_cast<std::uint8_t>(from * 53 + to * 11 + i * 5 + round);
+}
+
+TEST(ShmFlagged, AlltoallvWithSomeRanksDataInlineAndSomeThroughTheSlots) {
+  testing::run_ranks(3, [](int rank) {
+    auto comm = join();
+    const int n = comm->size();
+    for (int round = 0; round < 2; ++round) {
+      for (std::size_t base : kSizes) {
+        std::vector<std::size_t> send_sizes(n), recv_sizes(n);
+        std::vector<std::uint8_t> send, expected;
+        for (int j = 0; j < n; ++j) {
+          send_sizes[j] = alltoall_piece(base, rank, j);
+          recv_sizes[j] = alltoall_piece(base, j, rank);
+          for (std::size_t i = 0; i < send_sizes[j]; ++i) send.push_back(alltoall_byte(rank, j, i, round));
+          for (std::size_t i = 0; i < recv_sizes[j]; ++i) expected.push_back(alltoall_byte(j, rank, i, round));
+        }
+        std::vector<std::uint8_t> recv(expected.size(), 0xcd);
+        comm->alltoallv(send.data(), send_sizes, recv.data(), recv_sizes);
+        ASSERT_EQ(recv, expected) << "base " << base << ", out of place";
+        std::vector<std::uint8_t> shared = send;
+        shared.resize(std::max(send.size(), expected.size()));
+        comm->alltoallv(shared.data(), send_sizes, shared.data(), recv_sizes);
+        shared.resize(expected.size());
+        ASSERT_EQ(shared, expected) << "base " << base << ", in place";
+      }
+    }
+  }, no_store());
+}
+
+// Rank 1 sends rank 0 fewer bytes than rank 0 expects: every rank says so, at
+// every size, rank 0's output is left alone, and the next alltoallv works.
+TEST(ShmFlagged, AlltoallvSizesThatDisagreeAreAnErrorOnEveryRank) {
+  testing::run_ranks(2, [](int rank) {
+    auto comm = join();
+    for (std::size_t expected_by_0 : {std::size_t{100}, std::size_t{5000}}) {
+      const std::size_t sent_by_1 = expected_by_0 - 40;
+      const std::vector<std::size_t> send_sizes = rank == 0 ? std::vector<std::size_t>{0, 8}
+                                                            : std::vector<std::size_t>{sent_by_1, 0};
+      const std::vector<std::size_t> recv_sizes = rank == 0 ? std::vector<std::size_t>{0, expected_by_0}
+                                                            : std::vector<std::size_t>{8, 0};
+      std::vector<std::uint8_t> send(10000, 7), recv(10000, 0xcd);
+      try {
+        comm->alltoallv(send.data(), send_sizes, recv.data(), recv_sizes);
+        ADD_FAILURE() << "sizes that disagree went unnoticed";
+      } catch (const InvalidArgumentError& e) {
+        const std::string want = "rank 1 sends " + std::to_string(sent_by_1) + " bytes to rank 0, which expects " +
+                                 std::to_string(expected_by_0);
+        EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+      }
+      for (auto b : recv) ASSERT_EQ(b, 0xcd) << "the output was written although the sizes disagree";
+      const std::vector<std::size_t> ok = {3, 3};
+      std::vector<std::uint8_t> out(6, 0);
+      comm->alltoallv(send.data(), ok, out.data(), ok);
+      EXPECT_EQ(out, std::vector<std::uint8_t>(6, 7));
+    }
+  }, no_store());
+}
+
+// With more ranks than a flagged message has room for their size table
+// (kFlaggedBytes / 16 = 112), the sizes go through the slots first.
+TEST(ShmFlagged, AlltoallvOfMoreRanksThanAFlaggedTableHolds) {
+  constexpr int kRanks = static_cast<int>(shm::kFlaggedBytes / 16) + 1;
+  testing::SpawnOptions options = no_store();
+  options.env = {{"KOLO_SHM_SLOT_BYTES", std::to_string(kRanks * 256 + 4096)}};
+  testing::run_ranks(kRanks, [](int rank) {
+    auto comm = join();
+    const int n = comm->size();
+    std::vector<std::size_t> sizes(n);
+    for (int j = 0; j < n; ++j) sizes[j] = static_cast<std::size_t>((rank + j) % 3);  // symmetric: i->j = j->i
+    std::vector<std::uint8_t> send, expected;
+    for (int j = 0; j < n; ++j) {
+      for (std::size_t i = 0; i < sizes[j]; ++i) {
+        send.push_back(alltoall_byte(rank, j, i, 0));
+        expected.push_back(alltoall_byte(j, rank, i, 0));
+      }
+    }
+    std::vector<std::uint8_t> recv(expected.size(), 0xcd);
+    comm->alltoallv(send.data(), sizes, recv.data(), sizes);
+    ASSERT_EQ(recv, expected);
+  }, options);
 }
 
 // Rank 1 sends 100 bytes where rank 0 expects 200: rank 0 finds the missing

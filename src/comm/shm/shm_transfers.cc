@@ -17,34 +17,9 @@ void copy_bytes(void* dst, const void* src, std::size_t bytes) {
   if (bytes > 0 && dst != src) std::memcpy(dst, src, bytes);
 }
 
-// Step one: every rank learns every rank's send and receive sizes. Returns the
-// n x n matrix of bytes sent (row = sender), after checking that every
-// receiver expects exactly what is sent to it; a mismatch throws on every rank.
-std::vector<std::size_t> exchange_alltoall_sizes(ShmChannel& channel, std::span<const std::size_t> send_bytes,
-                                                 std::span<const std::size_t> recv_bytes) {
-  const int n = channel.size(), me = channel.rank();
-  const std::size_t row = static_cast<std::size_t>(n) * sizeof(std::uint64_t);
-  channel.acquire_slot();
-  std::byte* mine = channel.slot(me);
-  for (int j = 0; j < n; ++j) {
-    std::uint64_t sent = send_bytes[j], expected = recv_bytes[j];
-    std::memcpy(mine + j * sizeof sent, &sent, sizeof sent);
-    std::memcpy(mine + row + j * sizeof expected, &expected, sizeof expected);
-  }
-  channel.post();
-  std::vector<std::size_t> sent(static_cast<std::size_t>(n) * n), expected(sent.size());
-  for (int i = 0; i < n; ++i) {
-    if (i != me) channel.wait_posted(i);
-    const std::byte* theirs = channel.slot(i);
-    for (int j = 0; j < n; ++j) {
-      std::uint64_t a, b;
-      std::memcpy(&a, theirs + j * sizeof a, sizeof a);
-      std::memcpy(&b, theirs + row + j * sizeof b, sizeof b);
-      sent[i * n + j] = a;
-      expected[i * n + j] = b;
-    }
-  }
-  channel.finish_step();
+// Every receiver expects exactly what is sent to it (`sent` and `expected`: n x n,
+// row = sender and receiver respectively); otherwise throws, on every rank alike.
+void check_alltoall_sizes(int n, const std::vector<std::size_t>& sent, const std::vector<std::size_t>& expected) {
   for (int i = 0; i < n; ++i) {
     for (int j = 0; j < n; ++j) {
       if (sent[i * n + j] != expected[j * n + i]) {
@@ -54,6 +29,104 @@ std::vector<std::size_t> exchange_alltoall_sizes(ShmChannel& channel, std::span<
       }
     }
   }
+}
+
+// A rank's sizes as it publishes them: n send sizes, then n receive sizes.
+constexpr std::size_t kSizeWord = sizeof(std::uint64_t);
+std::size_t size_table_bytes(int n) { return 2 * static_cast<std::size_t>(n) * kSizeWord; }
+
+void write_size_table(std::byte* out, std::span<const std::size_t> send_bytes, std::span<const std::size_t> recv_bytes) {
+  const std::size_t n = send_bytes.size();
+  for (std::size_t j = 0; j < n; ++j) {
+    const std::uint64_t sent = send_bytes[j], expected = recv_bytes[j];
+    std::memcpy(out + j * kSizeWord, &sent, kSizeWord);
+    std::memcpy(out + (n + j) * kSizeWord, &expected, kSizeWord);
+  }
+}
+
+void read_size_table(const std::byte* in, int n, int from, std::vector<std::size_t>& sent,
+                     std::vector<std::size_t>& expected) {
+  for (int j = 0; j < n; ++j) {
+    std::uint64_t a, b;
+    std::memcpy(&a, in + j * kSizeWord, kSizeWord);
+    std::memcpy(&b, in + (n + j) * kSizeWord, kSizeWord);
+    sent[from * n + j] = a;
+    expected[from * n + j] = b;
+  }
+}
+
+// Step one, for jobs whose size table does not fit a flagged message: every rank
+// learns every rank's send and receive sizes through the slots. Returns the
+// n x n matrix of bytes sent (row = sender), checked.
+std::vector<std::size_t> exchange_alltoall_sizes(ShmChannel& channel, std::span<const std::size_t> send_bytes,
+                                                 std::span<const std::size_t> recv_bytes) {
+  const int n = channel.size(), me = channel.rank();
+  channel.acquire_slot();
+  write_size_table(channel.slot(me), send_bytes, recv_bytes);
+  channel.post();
+  std::vector<std::size_t> sent(static_cast<std::size_t>(n) * n), expected(sent.size());
+  for (int i = 0; i < n; ++i) {
+    if (i != me) channel.wait_posted(i);
+    read_size_table(channel.slot(i), n, i, sent, expected);
+  }
+  channel.finish_step();
+  check_alltoall_sizes(n, sent, expected);
+  return sent;
+}
+
+// Step one through flagged lines: each rank's message is its size table and,
+// when the whole fits (kFlaggedBytes), its data for every peer in rank order,
+// so that a small alltoall takes this one step. Every rank reads every table,
+// so all know which senders' data came along. Copies that data into `recv` and
+// returns the matrix of bytes still to send through the slots (row = sender).
+std::vector<std::size_t> exchange_alltoall_flagged(ShmChannel& channel, const std::byte* send,
+                                                   std::span<const std::size_t> send_bytes,
+                                                   std::span<const std::size_t> send_offsets, std::byte* recv,
+                                                   std::span<const std::size_t> recv_bytes,
+                                                   std::span<const std::size_t> recv_offsets) {
+  const int n = channel.size(), me = channel.rank();
+  const std::size_t table = size_table_bytes(n);
+  // The length of rank `from`'s message given its row of sent sizes: the data
+  // rides along only if all of it fits.
+  auto message_bytes = [&](const std::size_t* row, int from) {
+    std::size_t data = 0;
+    for (int j = 0; j < n; ++j) data += j == from ? 0 : row[j];
+    return table + data <= kFlaggedBytes ? table + data : table;
+  };
+  std::byte* mine = channel.scratch(me);
+  write_size_table(mine, send_bytes, recv_bytes);
+  const std::size_t my_bytes = message_bytes(send_bytes.data(), me);
+  for (int j = 0, at = 0; my_bytes > table && j < n; ++j) {
+    if (j == me) continue;
+    std::memcpy(mine + table + at, send + send_offsets[j], send_bytes[j]);
+    at += static_cast<int>(send_bytes[j]);
+  }
+  channel.acquire_slot();
+  channel.write_flagged(mine, my_bytes);
+
+  std::vector<std::size_t> sent(static_cast<std::size_t>(n) * n), expected(sent.size());
+  for (int i = 0; i < n; ++i) {
+    if (i != me) channel.read_flagged(i, channel.scratch(i), table);
+    read_size_table(channel.scratch(i), n, i, sent, expected);
+  }
+  try {
+    check_alltoall_sizes(n, sent, expected);
+  } catch (...) {
+    channel.finish_step();
+    throw;
+  }
+  for (int i = 0; i < n; ++i) {
+    const std::size_t length = message_bytes(&sent[i * n], i);
+    if (length == table) continue;  // its data follows through the slots
+    if (i != me) {
+      channel.read_flagged(i, channel.scratch(i), length);
+      std::size_t at = table;
+      for (int j = 0; j < me; ++j) at += j == i ? 0 : sent[i * n + j];
+      std::memcpy(recv + recv_offsets[i], channel.scratch(i) + at, sent[i * n + me]);
+    }
+    for (int j = 0; j < n; ++j) sent[i * n + j] = 0;  // delivered
+  }
+  channel.finish_step();
   return sent;
 }
 
@@ -163,7 +236,6 @@ void broadcast(ShmChannel& channel, std::byte* buffer, std::size_t bytes, int ro
 void alltoallv(ShmChannel& channel, const std::byte* send, std::span<const std::size_t> send_bytes, std::byte* recv,
                std::span<const std::size_t> recv_bytes) {
   const int n = channel.size(), me = channel.rank();
-  const std::vector<std::size_t> sent = exchange_alltoall_sizes(channel, send_bytes, recv_bytes);
   const std::vector<std::size_t> send_offsets = prefix_offsets(send_bytes);
   const std::vector<std::size_t> recv_offsets = prefix_offsets(recv_bytes);
   std::vector<std::byte> private_send;
@@ -171,6 +243,11 @@ void alltoallv(ShmChannel& channel, const std::byte* send, std::span<const std::
     private_send.assign(send, send + send_offsets[n]);
     send = private_send.data();
   }
+  // Sizes first: a rank whose sizes disagree must not write into `recv`.
+  const std::vector<std::size_t> sent =
+      size_table_bytes(n) <= kFlaggedBytes
+          ? exchange_alltoall_flagged(channel, send, send_bytes, send_offsets, recv, recv_bytes, recv_offsets)
+          : exchange_alltoall_sizes(channel, send_bytes, recv_bytes);
   copy_bytes(recv + recv_offsets[me], send + send_offsets[me], send_bytes[me]);
 
   const std::size_t per_peer = channel.slot_bytes() / static_cast<std::size_t>(n) / kCacheLine * kCacheLine;
