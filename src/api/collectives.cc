@@ -126,7 +126,7 @@ void run_allreduce(const Tensor& input, const Tensor& output, const AllreduceOpt
     case engine::Engine::Express::NotApplicable: break;
   }
   CallerWaits waits;
-  submit(allreduce_request(name, input, options), input.data, output.data).wait();
+  submit(call.request(), input.data, output.data).wait();
 }
 
 }  // namespace

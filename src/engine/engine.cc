@@ -221,15 +221,8 @@ Engine::Express Engine::express(const AllreduceCall& call, std::shared_ptr<detai
   cycles_.fetch_add(1, std::memory_order_relaxed);
   // The agreement step exactly as run_cycle() would build it with this operation
   // accepted and ready.
-  const std::uint32_t slots = cache_.slots();
-  std::uint8_t* mine = agreement_.begin(kHeader + 2 * slots);
-  mine[kNoUncached] = 1;
-  mine[kNoShutdown] = 1;
-  mine[kNotJoined] = 1;
-  mine[kBusy] = 1;
-  mine[kNoStallCheck] = !stall_check_due();
+  std::uint8_t* mine = begin_agreement(/*no_uncached=*/true, /*no_shutdown=*/true, /*busy=*/true);
   mine[kHeader + *bit] = 1;
-  std::fill(mine + kHeader + slots, mine + kHeader + 2 * slots, 1);
   if (carried) {
     agreement_.offer(*bit, call.input, bytes);
     if (call.prescale != 1.0) scale(agreement_.offered_payload(), num_elements(call.shape), call.dtype, call.prescale);
@@ -260,6 +253,18 @@ Engine::Express Engine::express(const AllreduceCall& call, std::shared_ptr<detai
   return outcome;
 }
 
+std::uint8_t* Engine::begin_agreement(bool no_uncached, bool no_shutdown, bool busy) {
+  const std::uint32_t slots = cache_.slots();
+  std::uint8_t* mine = agreement_.begin(kHeader + 2 * slots);
+  mine[kNoUncached] = no_uncached;
+  mine[kNoShutdown] = no_shutdown;
+  mine[kNotJoined] = !joined_;
+  mine[kBusy] = busy;
+  mine[kNoStallCheck] = !stall_check_due();
+  std::fill(mine + kHeader + slots, mine + kHeader + 2 * slots, 1);  // nothing invalidated yet
+  return mine;
+}
+
 Engine::Express Engine::finish_express(const AllreduceCall& call, std::uint32_t bit, bool carried, std::uint64_t seq,
                                        std::shared_ptr<detail::OpState>& pending) {
   const std::uint32_t slots = cache_.slots();
@@ -286,16 +291,8 @@ Engine::Express Engine::finish_express(const AllreduceCall& call, std::uint32_t 
   }
   // Make it the ordinary operation the agreement step announced: accepted, with its
   // cache bit pending, so that the rest of the cycle (settle) treats it as such.
-  Request request;
-  request.name = call.name;
-  request.op = OpType::Allreduce;
-  request.dtype = call.dtype;
-  request.shape = call.shape;
-  request.reduce_op = call.op;
-  request.prescale = call.prescale;
-  request.postscale = call.postscale;
   pending = std::make_shared<detail::OpState>(call.name);
-  Entry entry{std::move(request), call.input, call.output, pending};
+  Entry entry{call.request(), call.input, call.output, pending};
   entry.submitted_at = entry.accepted_at = coarse_now();
   {
     std::lock_guard lock(mutex_);
@@ -424,14 +421,8 @@ bool Engine::run_cycle() {
 
   // b) Agree on the state of every rank (carrying one small allreduce when it can).
   const std::uint32_t slots = cache_.slots();
-  std::uint8_t* mine = agreement_.begin(kHeader + 2 * slots);
-  mine[kNoUncached] = uncached_.empty();
-  mine[kNoShutdown] = !shutting_down;
-  mine[kNotJoined] = !joined_;
-  mine[kBusy] = !entries_.empty();
-  mine[kNoStallCheck] = !stall_check_due();
+  std::uint8_t* mine = begin_agreement(uncached_.empty(), !shutting_down, !entries_.empty());
   for (const auto& [bit, entry] : cached_pending_) mine[kHeader + bit] = 1;
-  std::fill(mine + kHeader + slots, mine + kHeader + 2 * slots, 1);
   for (auto bit : invalidate_) mine[kHeader + slots + bit] = 0;
   invalidate_.clear();
   offer_eager();

@@ -91,6 +91,9 @@ class Engine {
   // The express path's step, after the exchange; Done or Pending as express().
   // `seq`: its flight record.
   // `carried`: its input rode in the step.
+  // This rank's agreement vector for the next step: its header, and every cache
+  // bit valid; the caller raises the ready bits (and clears invalidated ones).
+  std::uint8_t* begin_agreement(bool no_uncached, bool no_shutdown, bool busy);
   Express finish_express(const AllreduceCall& call, std::uint32_t bit, bool carried, std::uint64_t seq,
                          std::shared_ptr<detail::OpState>& pending);
   void accept(Entry entry);

@@ -21,6 +21,19 @@ struct AllreduceCall {
   ReduceOp op;
   double prescale;
   double postscale;
+
+  // The Request an ordinary submission of this call carries.
+  Request request() const {
+    Request r;
+    r.name = name;
+    r.op = OpType::Allreduce;
+    r.dtype = dtype;
+    r.shape = shape;
+    r.reduce_op = op;
+    r.prescale = prescale;
+    r.postscale = postscale;
+    return r;
+  }
 };
 
 struct Entry {
