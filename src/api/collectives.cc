@@ -85,6 +85,22 @@ Handle submit(Request request, const void* input, void* output) {
   return submit({&entry, 1});
 }
 
+// A blocking allgather, broadcast, alltoall or reducescatter: the engine's express
+// path when it applies (the operation cached, nothing else pending), else
+// submitted as usual. The Handle is complete, or about to be waited on. The
+// caller holds CallerWaits.
+Handle run_blocking(Request request, const void* input, void* output) {
+  auto engine = runtime::engine();
+  auto state = new_state(request.name);
+  Entry entry{std::move(request), input, output, state};
+  switch (engine->express(entry)) {
+    case engine::Engine::Express::Done:
+    case engine::Engine::Express::Pending: state->engine = engine; return Handle(std::move(state));
+    case engine::Engine::Express::NotApplicable: break;
+  }
+  return submit({&entry, 1});
+}
+
 // The in-place form passes the same tensor twice: one check, one name ("tensor").
 void check_allreduce(const Tensor& input, const Tensor& output, const AllreduceOptions& o, const std::string& name) {
   const bool in_place = &input == &output;
@@ -171,57 +187,91 @@ void grouped_allreduce(std::span<const Tensor> tensors, const AllreduceOptions& 
   grouped_allreduce_async(tensors, options, where).wait();
 }
 
-Handle allgather_async(const Tensor& input, const CollectiveOptions& options, Location where) {
+namespace {
+
+Request allgather_request(const Tensor& input, const CollectiveOptions& options, const Location& where) {
   auto name = name_for(options.name, "allgather", where);
   check_tensor(input, "input", name);
-  return submit(describe(std::move(name), OpType::Allgather, input), input.data, nullptr);
+  return describe(std::move(name), OpType::Allgather, input);
+}
+
+}  // namespace
+
+Handle allgather_async(const Tensor& input, const CollectiveOptions& options, Location where) {
+  return submit(allgather_request(input, options, where), input.data, nullptr);
 }
 
 Buffer allgather(const Tensor& input, const CollectiveOptions& options, Location where) {
   CallerWaits waits;
-  return allgather_async(input, options, where).take_output();
+  return run_blocking(allgather_request(input, options, where), input.data, nullptr).take_output();
 }
 
-Handle broadcast_async(const Tensor& tensor, int root, const CollectiveOptions& options, Location where) {
+namespace {
+
+Request broadcast_request(const Tensor& tensor, int root, const CollectiveOptions& options, const Location& where) {
   auto name = name_for(options.name, "broadcast", where);
   check_tensor(tensor, "tensor", name);
-  Request r = describe(name, OpType::Broadcast, tensor);
+  Request r = describe(std::move(name), OpType::Broadcast, tensor);
   r.root = root;
-  return submit(std::move(r), tensor.data, tensor.data);
+  return r;
+}
+
+}  // namespace
+
+Handle broadcast_async(const Tensor& tensor, int root, const CollectiveOptions& options, Location where) {
+  return submit(broadcast_request(tensor, root, options, where), tensor.data, tensor.data);
 }
 
 void broadcast(const Tensor& tensor, int root, const CollectiveOptions& options, Location where) {
   CallerWaits waits;
-  broadcast_async(tensor, root, options, where).wait();
+  run_blocking(broadcast_request(tensor, root, options, where), tensor.data, tensor.data).wait();
 }
+
+namespace {
+
+Request alltoall_request(const Tensor& input, std::vector<std::int64_t> splits, const CollectiveOptions& options,
+                         const Location& where) {
+  auto name = name_for(options.name, "alltoall", where);
+  check_tensor(input, "input", name);
+  Request r = describe(std::move(name), OpType::Alltoall, input);
+  r.splits = std::move(splits);
+  return r;
+}
+
+}  // namespace
 
 Handle alltoall_async(const Tensor& input, std::vector<std::int64_t> splits, const CollectiveOptions& options,
                       Location where) {
-  auto name = name_for(options.name, "alltoall", where);
-  check_tensor(input, "input", name);
-  Request r = describe(name, OpType::Alltoall, input);
-  r.splits = std::move(splits);
-  return submit(std::move(r), input.data, nullptr);
+  return submit(alltoall_request(input, std::move(splits), options, where), input.data, nullptr);
 }
 
 Buffer alltoall(const Tensor& input, std::vector<std::int64_t> splits, const CollectiveOptions& options,
                 Location where) {
   CallerWaits waits;
-  return alltoall_async(input, std::move(splits), options, where).take_output();
+  return run_blocking(alltoall_request(input, std::move(splits), options, where), input.data, nullptr).take_output();
 }
 
-Handle reducescatter_async(const Tensor& input, ReduceOp op, const CollectiveOptions& options, Location where) {
+namespace {
+
+Request reducescatter_request(const Tensor& input, ReduceOp op, const CollectiveOptions& options,
+                              const Location& where) {
   auto name = name_for(options.name, "reducescatter", where);
   check_tensor(input, "input", name);
   if (!is_valid(op)) throw InvalidArgumentError("reducescatter of '" + name + "' has an invalid reduce op");
-  Request r = describe(name, OpType::Reducescatter, input);
+  Request r = describe(std::move(name), OpType::Reducescatter, input);
   r.reduce_op = op;
-  return submit(std::move(r), input.data, nullptr);
+  return r;
+}
+
+}  // namespace
+
+Handle reducescatter_async(const Tensor& input, ReduceOp op, const CollectiveOptions& options, Location where) {
+  return submit(reducescatter_request(input, op, options, where), input.data, nullptr);
 }
 
 Buffer reducescatter(const Tensor& input, ReduceOp op, const CollectiveOptions& options, Location where) {
   CallerWaits waits;
-  return reducescatter_async(input, op, options, where).take_output();
+  return run_blocking(reducescatter_request(input, op, options, where), input.data, nullptr).take_output();
 }
 
 void barrier(const CollectiveOptions& options, Location where) {

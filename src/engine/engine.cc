@@ -200,41 +200,96 @@ void Engine::stop_with(std::exception_ptr reason) {
 }
 
 Engine::Express Engine::express(const AllreduceCall& call, std::shared_ptr<detail::OpState>& pending) {
-  if (timeline_) return Express::NotApplicable;  // its spans come from the ordinary path
   const std::size_t bytes = bytes_of(call);
   // Small enough to ride in the step (which carries no data without eager bytes),
   // or else reduced by one collective right after it.
   const bool carried = agreement_.eager_bytes() > 0 && bytes <= agreement_.eager_bytes();
+  return express_step(
+      call.name, OpType::Allreduce, bytes, [&] { return cache_.find(call); },
+      [&](std::uint32_t bit) {
+        if (!carried) return false;
+        agreement_.offer(bit, call.input, bytes);
+        if (call.prescale != 1.0) scale(agreement_.offered_payload(), num_elements(call.shape), call.dtype, call.prescale);
+        return true;
+      },
+      [&](std::uint32_t bit, bool finished, std::uint64_t seq) {
+        if (finished) {
+          const Response& response = cache_.response(bit);
+          if (carried) {
+            executor_.reduce_gathered(response, call.output, agreement_.payloads());
+          } else {
+            executor_.allreduce_one(response, call.input, call.output);
+          }
+          return;
+        }
+        pending = std::make_shared<detail::OpState>(call.name);
+        materialize(Entry{call.request(), call.input, call.output, pending}, bit, seq);
+      });
+}
+
+Engine::Express Engine::express(Entry& entry) {
+  const Request& request = entry.request;
+  const std::size_t bytes = static_cast<std::size_t>(num_elements(request.shape)) * element_size(request.dtype);
+  return express_step(
+      request.name, request.op, bytes,
+      [&]() -> std::optional<std::uint32_t> {
+        if (!request.group.empty()) return std::nullopt;
+        const auto lookup = cache_.lookup(request);
+        if (lookup.outcome != ResponseCache::Outcome::Hit) return std::nullopt;
+        return lookup.bit;
+      },
+      [](std::uint32_t) { return false; },
+      [&](std::uint32_t bit, bool finished, std::uint64_t seq) {
+        if (finished) {
+          executor_.run_one(cache_.response(bit), entry);
+          entry.state->complete_part(nullptr);
+          return;
+        }
+        materialize(std::move(entry), bit, seq);
+      });
+}
+
+template <class FindBit, class Offer, class Finish>
+Engine::Express Engine::express_step(const std::string& name, OpType op, std::size_t bytes, FindBit find_bit,
+                                     Offer offer, Finish finish) {
+  if (timeline_) return Express::NotApplicable;  // its spans come from the ordinary path
   std::unique_lock cycle(cycle_mutex_, std::try_to_lock);
   // Anything pending here needs the ordinary cycle (which would also take this
   // operation's step away from the work already waiting).
   if (!cycle.owns_lock() || finished_ || !entries_.empty() || !uncached_.empty() || !invalidate_.empty() || joined_)
     return Express::NotApplicable;
-  const auto bit = cache_.find(call);
+  const std::optional<std::uint32_t> bit = find_bit();
   if (!bit) return Express::NotApplicable;
   {
     std::lock_guard lock(mutex_);
-    if (!queue_.empty() || shutdown_requested_ || stopped_ || in_flight_.count(call.name))
-      return Express::NotApplicable;
-    express_name_ = &call.name;  // submit() refuses the name meanwhile
+    if (!queue_.empty() || shutdown_requested_ || stopped_ || in_flight_.count(name)) return Express::NotApplicable;
+    express_name_ = &name;  // submit() refuses the name meanwhile
   }
   cycles_.fetch_add(1, std::memory_order_relaxed);
   // The agreement step exactly as run_cycle() would build it with this operation
   // accepted and ready.
   std::uint8_t* mine = begin_agreement(/*no_uncached=*/true, /*no_shutdown=*/true, /*busy=*/true);
   mine[kHeader + *bit] = 1;
-  if (carried) {
-    agreement_.offer(*bit, call.input, bytes);
-    if (call.prescale != 1.0) scale(agreement_.offered_payload(), num_elements(call.shape), call.dtype, call.prescale);
-  }
+  const bool carried = offer(*bit);
   // Recorded before the step, so that a rank stuck in it names the operation it
   // waits with (kolorun's report on a timeout, SIGUSR1).
-  const std::uint64_t seq = recorder_ ? recorder_->begin(call.name, OpType::Allreduce, bytes, coarse_now()) : 0;
-  Express outcome = Express::Pending;
+  const std::uint64_t seq = recorder_ ? recorder_->begin(name, op, bytes, coarse_now()) : 0;
+  // NotApplicable until the step either finished the operation (Done) or made it
+  // an ordinary entry (Pending), whose state then reports any failure.
+  Express outcome = Express::NotApplicable;
   std::exception_ptr failure = guarded([&] {
     agreement_.exchange();
-    outcome = finish_express(call, *bit, carried, seq, pending);
-    return outcome == Express::Done || settle(true);
+    if (step_finishes(*bit, carried)) {
+      cache_.touch(*bit);
+      finish(*bit, true, seq);
+      if (recorder_) recorder_->update(seq, OpPhase::Done);
+      stalled_ = false;
+      outcome = Express::Done;
+      return true;
+    }
+    finish(*bit, false, seq);
+    outcome = Express::Pending;
+    return settle(true);
   });
   if (failure) stop_with(failure);
   cycle.unlock();  // before waking the background thread, which then takes the cycle
@@ -249,7 +304,7 @@ Engine::Express Engine::express(const AllreduceCall& call, std::shared_ptr<detai
     }
   }
   // Failed before it became an ordinary operation: nobody else will report it.
-  if (failure && !pending) std::rethrow_exception(failure);
+  if (failure && outcome != Express::Pending) std::rethrow_exception(failure);
   return outcome;
 }
 
@@ -265,43 +320,32 @@ std::uint8_t* Engine::begin_agreement(bool no_uncached, bool no_shutdown, bool b
   return mine;
 }
 
-Engine::Express Engine::finish_express(const AllreduceCall& call, std::uint32_t bit, bool carried, std::uint64_t seq,
-                                       std::shared_ptr<detail::OpState>& pending) {
+bool Engine::step_finishes(std::uint32_t bit, bool carried) const {
   const std::uint32_t slots = cache_.slots();
   const std::uint8_t* agree = agreement_.agreed();
   // Ready everywhere, and the step has no other business. A carried operation
   // also needs every rank to have carried it (a rank may have offered another).
+  // It is then finished as the cycle would (execute_eager(), or a batch of this
+  // one cached response: the only bit raised here, so the only one ready
+  // everywhere), without ever becoming an entry.
   bool done = agree[kNoShutdown] && agree[kNoStallCheck] && agree[kNotJoined] && agree[kNoUncached] &&
               agree[kHeader + bit] && (!carried || agreement_.common_offer() == bit);
   for (std::uint32_t b = 0; done && b < slots; ++b) done = agree[kHeader + slots + b] != 0;
-  if (done) {
-    // Finish it as the cycle would (execute_eager(), or a batch of this one cached
-    // response: the only bit raised here, so the only one ready everywhere),
-    // without ever making it an entry.
-    cache_.touch(bit);
-    const Response& response = cache_.response(bit);
-    if (carried) {
-      executor_.reduce_gathered(response, call.output, agreement_.payloads());
-    } else {
-      executor_.allreduce_one(response, call.input, call.output);
-    }
-    if (recorder_) recorder_->update(seq, OpPhase::Done);
-    stalled_ = false;
-    return Express::Done;
-  }
-  // Make it the ordinary operation the agreement step announced: accepted, with its
-  // cache bit pending, so that the rest of the cycle (settle) treats it as such.
-  pending = std::make_shared<detail::OpState>(call.name);
-  Entry entry{call.request(), call.input, call.output, pending};
+  return done;
+}
+
+void Engine::materialize(Entry entry, std::uint32_t bit, std::uint64_t seq) {
+  // The ordinary operation the agreement step announced: accepted, with its cache
+  // bit pending, so that the rest of the cycle (settle) treats it as such.
   entry.submitted_at = entry.accepted_at = coarse_now();
+  entry.seq = seq;
   {
     std::lock_guard lock(mutex_);
-    in_flight_.insert(call.name);
+    in_flight_.insert(entry.request.name);
   }
-  entry.seq = seq;
-  Entry& stored = entries_.emplace(call.name, std::move(entry)).first->second;
+  std::string name = entry.request.name;
+  Entry& stored = entries_.emplace(std::move(name), std::move(entry)).first->second;
   cached_pending_.emplace_back(bit, &stored);
-  return Express::Pending;
 }
 
 void Engine::drive(const detail::OpState& state, std::chrono::steady_clock::time_point deadline) {

@@ -61,6 +61,11 @@ class Engine {
   // Throws what the operation would have thrown when the step itself fails.
   enum class Express { NotApplicable, Done, Pending };
   Express express(const AllreduceCall& call, std::shared_ptr<detail::OpState>& pending);
+  // The same for a blocking allgather, broadcast, alltoall or reducescatter: the
+  // step, then the operation's one collective. Done: `entry.state` is complete
+  // and holds the output. Pending: `entry` was moved into the engine; wait on its
+  // state.
+  Express express(Entry& entry);
 
   // Stops the background thread after failing what is pending. Idempotent.
   void shutdown();
@@ -88,14 +93,22 @@ class Engine {
   // What follows the agreement step of a cycle (steps c to e); `progressed`: the
   // cycle already took new operations. False when the job is shutting down.
   bool settle(bool progressed);
-  // The express path's step, after the exchange; Done or Pending as express().
-  // `seq`: its flight record.
-  // `carried`: its input rode in the step.
   // This rank's agreement vector for the next step: its header, and every cache
   // bit valid; the caller raises the ready bits (and clears invalidated ones).
   std::uint8_t* begin_agreement(bool no_uncached, bool no_shutdown, bool busy);
-  Express finish_express(const AllreduceCall& call, std::uint32_t bit, bool carried, std::uint64_t seq,
-                         std::shared_ptr<detail::OpState>& pending);
+  // Both express paths: takes the cycle if it is free and nothing is pending,
+  // runs one agreement step with the operation's cache bit (`find_bit`) ready and
+  // its payload carried when `offer(bit)` says so, then `finish(bit, true, seq)`
+  // runs the operation, or `finish(bit, false, seq)` makes it an entry
+  // (materialize); `seq` is its flight record.
+  template <class FindBit, class Offer, class Finish>
+  Express express_step(const std::string& name, OpType op, std::size_t bytes, FindBit find_bit, Offer offer,
+                       Finish finish);
+  // Whether the step just exchanged finishes the express operation of `bit`
+  // (`carried`: its input rode in the step).
+  bool step_finishes(std::uint32_t bit, bool carried) const;
+  // Makes an express operation the ordinary entry the agreement step announced.
+  void materialize(Entry entry, std::uint32_t bit, std::uint64_t seq);
   void accept(Entry entry);
   std::vector<Response> coordinate();
   void execute(const std::vector<Response>& responses, bool store_in_cache);

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstring>
 #include <numeric>
+#include <stdexcept>
 
 #include "common/reduce.h"
 #include "kolo/error.h"
@@ -56,10 +57,10 @@ void Executor::run(const std::vector<const Response*>& batch, EntryMap& entries)
   phases_.comm_start = phases_.start;
   switch (first.op) {
     case OpType::Allreduce: allreduce(batch, entries); break;
-    case OpType::Allgather: allgather(first, entry_for(entries, first)); break;
-    case OpType::Broadcast: broadcast(first, entry_for(entries, first)); break;
-    case OpType::Alltoall: alltoall(first, entry_for(entries, first)); break;
-    case OpType::Reducescatter: reducescatter(first, entry_for(entries, first)); break;
+    case OpType::Allgather:
+    case OpType::Broadcast:
+    case OpType::Alltoall:
+    case OpType::Reducescatter: run_single(first, entry_for(entries, first)); break;
     case OpType::Barrier: break;  // negotiation itself synchronized the ranks
     case OpType::Join:
       if (auto it = entries.find(first.names[0]); it != entries.end()) it->second.state->last_joined = first.last_joined;
@@ -67,6 +68,25 @@ void Executor::run(const std::vector<const Response*>& batch, EntryMap& entries)
   }
   stamp(phases_.end);
   if (phases_.comm_end < phases_.comm_start) phases_.comm_end = phases_.end;
+}
+
+void Executor::run_one(const Response& response, Entry& entry) {
+  phases_ = Phases{};
+  stamp(phases_.start);
+  phases_.comm_start = phases_.start;
+  run_single(response, entry);
+  stamp(phases_.end);
+  phases_.comm_end = phases_.end;
+}
+
+void Executor::run_single(const Response& response, Entry& entry) {
+  switch (response.op) {
+    case OpType::Allgather: allgather(response, entry); break;
+    case OpType::Broadcast: broadcast(response, entry); break;
+    case OpType::Alltoall: alltoall(response, entry); break;
+    case OpType::Reducescatter: reducescatter(response, entry); break;
+    default: throw std::logic_error("Executor::run_single: not a single-entry operation");
+  }
 }
 
 std::byte* Executor::fusion_buffer(std::size_t bytes) {

@@ -28,6 +28,11 @@ class Executor {
   // (the same collective run() makes for a batch of this one response).
   void allreduce_one(const Response& response, const void* input, void* output);
 
+  // One allgather, broadcast, alltoall or reducescatter (the collective run()
+  // makes for a batch of this one response); the output goes to the entry's
+  // state or buffer.
+  void run_one(const Response& response, Entry& entry);
+
   // Finishes an allreduce whose inputs every rank already gathered (one per
   // rank, in rank order): reduces them into the entry's output, in rank order.
   void reduce_gathered(const Response& response, void* output, const std::vector<const void*>& inputs);
@@ -46,6 +51,8 @@ class Executor {
   void allreduce(const std::vector<const Response*>& batch, EntryMap& entries);
   // allreduce_one without the phases' start.
   void reduce_direct(const Response& response, const void* input, void* output);
+  // run_one without the phases.
+  void run_single(const Response& response, Entry& entry);
   void allgather(const Response& response, Entry& entry);
   void broadcast(const Response& response, Entry& entry);
   void alltoall(const Response& response, Entry& entry);
