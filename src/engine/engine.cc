@@ -238,10 +238,19 @@ Engine::Express Engine::express(Entry& entry) {
         if (lookup.outcome != ResponseCache::Outcome::Hit) return std::nullopt;
         return lookup.bit;
       },
-      [](std::uint32_t) { return false; },
+      [&](std::uint32_t bit) {
+        // Carried when every rank's input fits the step (decided from the cached
+        // response, so alike on every rank): the step is then the whole operation.
+        if (agreement_.eager_bytes() == 0 || Executor::largest_input_bytes(cache_.response(bit), size_) >
+                                                  agreement_.eager_bytes())
+          return false;
+        agreement_.offer(bit, entry.input, bytes);
+        return true;
+      },
       [&](std::uint32_t bit, bool finished, std::uint64_t seq) {
         if (finished) {
-          executor_.run_one(cache_.response(bit), entry);
+          const bool carried = agreement_.common_offer() == bit;
+          executor_.run_one(cache_.response(bit), entry, carried ? &agreement_.payloads() : nullptr);
           entry.state->complete_part(nullptr);
           return;
         }

@@ -60,7 +60,7 @@ void Executor::run(const std::vector<const Response*>& batch, EntryMap& entries)
     case OpType::Allgather:
     case OpType::Broadcast:
     case OpType::Alltoall:
-    case OpType::Reducescatter: run_single(first, entry_for(entries, first)); break;
+    case OpType::Reducescatter: run_single(first, entry_for(entries, first), nullptr); break;
     case OpType::Barrier: break;  // negotiation itself synchronized the ranks
     case OpType::Join:
       if (auto it = entries.find(first.names[0]); it != entries.end()) it->second.state->last_joined = first.last_joined;
@@ -70,21 +70,36 @@ void Executor::run(const std::vector<const Response*>& batch, EntryMap& entries)
   if (phases_.comm_end < phases_.comm_start) phases_.comm_end = phases_.end;
 }
 
-void Executor::run_one(const Response& response, Entry& entry) {
+void Executor::run_one(const Response& response, Entry& entry, const std::vector<const void*>* gathered) {
   phases_ = Phases{};
   stamp(phases_.start);
   phases_.comm_start = phases_.start;
-  run_single(response, entry);
+  run_single(response, entry, gathered);
   stamp(phases_.end);
   phases_.comm_end = phases_.end;
 }
 
-void Executor::run_single(const Response& response, Entry& entry) {
+std::size_t Executor::largest_input_bytes(const Response& response, int size) {
+  const std::size_t row_bytes = static_cast<std::size_t>(row_elements(response.shape)) * element_size(response.dtype);
+  std::int64_t rows = response.shape.empty() ? 1 : response.shape[0];
+  if (response.op == OpType::Allgather) {
+    rows = *std::max_element(response.rank_rows.begin(), response.rank_rows.end());
+  } else if (response.op == OpType::Alltoall) {
+    rows = 0;
+    for (int r = 0; r < size; ++r) {
+      rows = std::max(rows, std::accumulate(response.rank_rows.begin() + r * size,
+                                            response.rank_rows.begin() + (r + 1) * size, std::int64_t{0}));
+    }
+  }
+  return static_cast<std::size_t>(rows) * row_bytes;
+}
+
+void Executor::run_single(const Response& response, Entry& entry, const std::vector<const void*>* gathered) {
   switch (response.op) {
-    case OpType::Allgather: allgather(response, entry); break;
-    case OpType::Broadcast: broadcast(response, entry); break;
-    case OpType::Alltoall: alltoall(response, entry); break;
-    case OpType::Reducescatter: reducescatter(response, entry); break;
+    case OpType::Allgather: allgather(response, entry, gathered); break;
+    case OpType::Broadcast: broadcast(response, entry, gathered); break;
+    case OpType::Alltoall: alltoall(response, entry, gathered); break;
+    case OpType::Reducescatter: reducescatter(response, entry, gathered); break;
     default: throw std::logic_error("Executor::run_single: not a single-entry operation");
   }
 }
@@ -211,7 +226,7 @@ void Executor::reduce_gathered(const Response& response, void* output, const std
   phases_.comm_end = phases_.end;
 }
 
-void Executor::allgather(const Response& response, Entry& entry) {
+void Executor::allgather(const Response& response, Entry& entry, const std::vector<const void*>* gathered) {
   const int n = comm_.size();
   const std::size_t row_bytes = static_cast<std::size_t>(row_elements(response.shape)) * element_size(response.dtype);
   std::vector<std::size_t> recv_bytes(n);
@@ -223,16 +238,28 @@ void Executor::allgather(const Response& response, Entry& entry) {
   Shape shape = entry.request.shape;
   shape[0] = rows;
   Buffer out = Buffer::uninitialized(response.dtype, shape);
-  comm_.allgatherv(entry.input, recv_bytes[comm_.rank()], out.data(), recv_bytes);
+  if (gathered) {
+    auto* at = static_cast<std::byte*>(out.data());
+    for (int r = 0; r < n; ++r) {
+      std::memcpy(at, (*gathered)[r], recv_bytes[r]);
+      at += recv_bytes[r];
+    }
+  } else {
+    comm_.allgatherv(entry.input, recv_bytes[comm_.rank()], out.data(), recv_bytes);
+  }
   entry.state->output = std::move(out);
 }
 
-void Executor::broadcast(const Response& response, Entry& entry) {
+void Executor::broadcast(const Response& response, Entry& entry, const std::vector<const void*>* gathered) {
   const auto bytes = static_cast<std::size_t>(num_elements(entry.request.shape)) * element_size(entry.request.dtype);
-  comm_.broadcast(entry.output, bytes, response.root);
+  if (!gathered) {
+    comm_.broadcast(entry.output, bytes, response.root);
+  } else if (comm_.rank() != response.root) {
+    std::memcpy(entry.output, (*gathered)[response.root], bytes);
+  }
 }
 
-void Executor::alltoall(const Response& response, Entry& entry) {
+void Executor::alltoall(const Response& response, Entry& entry, const std::vector<const void*>* gathered) {
   const int n = comm_.size();
   const int me = comm_.rank();
   const std::size_t row_bytes = static_cast<std::size_t>(row_elements(response.shape)) * element_size(response.dtype);
@@ -246,12 +273,25 @@ void Executor::alltoall(const Response& response, Entry& entry) {
   Shape shape = entry.request.shape;
   shape[0] = std::accumulate(received.begin(), received.end(), std::int64_t{0});
   Buffer out = Buffer::uninitialized(response.dtype, shape);
-  comm_.alltoallv(entry.input, send_bytes, out.data(), recv_bytes);
+  if (gathered) {
+    // Rank r's input holds its rows for ranks 0..n-1 in order; this rank's follow
+    // those r sends the ranks before it.
+    auto* at = static_cast<std::byte*>(out.data());
+    for (int r = 0; r < n; ++r) {
+      std::int64_t before = 0;
+      for (int j = 0; j < me; ++j) before += response.rank_rows[r * n + j];
+      std::memcpy(at, static_cast<const std::byte*>((*gathered)[r]) + static_cast<std::size_t>(before) * row_bytes,
+                  recv_bytes[r]);
+      at += recv_bytes[r];
+    }
+  } else {
+    comm_.alltoallv(entry.input, send_bytes, out.data(), recv_bytes);
+  }
   entry.state->output = std::move(out);
   entry.state->received_splits = std::move(received);
 }
 
-void Executor::reducescatter(const Response& response, Entry& entry) {
+void Executor::reducescatter(const Response& response, Entry& entry, const std::vector<const void*>* gathered) {
   const int n = comm_.size();
   const std::int64_t rows = response.shape[0];
   const std::size_t row = static_cast<std::size_t>(row_elements(response.shape));
@@ -261,7 +301,18 @@ void Executor::reducescatter(const Response& response, Entry& entry) {
   shape[0] = rows / n + (comm_.rank() < rows % n ? 1 : 0);
   Buffer out = Buffer::uninitialized(response.dtype, shape);
   const ReduceOp wire_op = response.reduce_op == ReduceOp::Average ? ReduceOp::Sum : response.reduce_op;
-  comm_.reduce_scatter(entry.input, out.data(), counts, response.dtype, wire_op);
+  if (gathered) {
+    // This rank's block of every rank's input, reduced in rank order (as the
+    // communicator's owner does).
+    const std::size_t esize = element_size(response.dtype);
+    std::size_t offset = 0;
+    for (int r = 0; r < comm_.rank(); ++r) offset += counts[r];
+    std::vector<const void*> blocks(n);
+    for (int r = 0; r < n; ++r) blocks[r] = static_cast<const std::byte*>((*gathered)[r]) + offset * esize;
+    reduce_many(out.data(), blocks.data(), n, counts[comm_.rank()], response.dtype, wire_op);
+  } else {
+    comm_.reduce_scatter(entry.input, out.data(), counts, response.dtype, wire_op);
+  }
   finish_reduction(out.data(), counts[comm_.rank()], response.dtype, response.reduce_op, 1.0);
   entry.state->output = std::move(out);
 }

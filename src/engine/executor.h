@@ -30,8 +30,13 @@ class Executor {
 
   // One allgather, broadcast, alltoall or reducescatter (the collective run()
   // makes for a batch of this one response); the output goes to the entry's
-  // state or buffer.
-  void run_one(const Response& response, Entry& entry);
+  // state or buffer. With `gathered` (every rank's input, in rank order, as the
+  // agreement step carried them) no collective is needed: the output is taken
+  // from those, with the same bits.
+  void run_one(const Response& response, Entry& entry, const std::vector<const void*>* gathered = nullptr);
+  // The largest input of any rank for `response` (an allgather's or alltoall's
+  // differ): every rank's fits the agreement step's payload when this does.
+  static std::size_t largest_input_bytes(const Response& response, int size);
 
   // Finishes an allreduce whose inputs every rank already gathered (one per
   // rank, in rank order): reduces them into the entry's output, in rank order.
@@ -52,11 +57,11 @@ class Executor {
   // allreduce_one without the phases' start.
   void reduce_direct(const Response& response, const void* input, void* output);
   // run_one without the phases.
-  void run_single(const Response& response, Entry& entry);
-  void allgather(const Response& response, Entry& entry);
-  void broadcast(const Response& response, Entry& entry);
-  void alltoall(const Response& response, Entry& entry);
-  void reducescatter(const Response& response, Entry& entry);
+  void run_single(const Response& response, Entry& entry, const std::vector<const void*>* gathered);
+  void allgather(const Response& response, Entry& entry, const std::vector<const void*>* gathered = nullptr);
+  void broadcast(const Response& response, Entry& entry, const std::vector<const void*>* gathered = nullptr);
+  void alltoall(const Response& response, Entry& entry, const std::vector<const void*>* gathered = nullptr);
+  void reducescatter(const Response& response, Entry& entry, const std::vector<const void*>* gathered = nullptr);
   // Divides by the job size (Average) and applies postscale.
   void finish_reduction(void* data, std::size_t count, DataType dtype, ReduceOp op, double postscale);
   std::byte* fusion_buffer(std::size_t bytes);
