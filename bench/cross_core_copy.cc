@@ -5,10 +5,11 @@
 //
 // For each slot size S, a writer process on the second CPU of this process's
 // affinity mask fills two alternating slots of S bytes in shared memory from a
-// private 16 MiB vector (memcpy, as kolo's copy into its slot), and a reader on
-// the first CPU copies each slot out into its own 16 MiB vector with streaming
-// stores (kolo's copy of large outputs). The rate is what the reader copies per
-// second while both run, one 16 MiB vector per iteration, best of --iters.
+// private 16 MiB vector, and a reader on the first CPU copies each slot out into
+// its own 16 MiB vector with streaming stores (kolo's copy of large outputs). The
+// rate is what the reader copies per second while both run, one 16 MiB vector per
+// iteration, best of --iters; once with the writer using glibc's memcpy
+// (`memcpy`) and once kolo's copy_to_shared (`to-shared`, `rep movsb`).
 // Beside it, on the reader's CPU alone:
 //   local  the same copy out of a slot that this core wrote itself;
 //   cma    process_vm_readv of S-byte pieces of the writer's private vector
@@ -48,7 +49,7 @@ constexpr std::size_t kLine = 64;
 
 struct Row {
   std::size_t slot_bytes;
-  double local_gbps, cross_gbps, cma_gbps;
+  double local_gbps, cross_memcpy_gbps, cross_shared_gbps, cma_gbps;
 };
 
 // Two counters in their own lines, then two slots.
@@ -88,7 +89,7 @@ double gbps(std::size_t bytes, Clock::duration d) {
 }
 
 // The writer's and reader's loops over `iters` vectors of slots of `slot` bytes.
-double cross_core(std::byte* shared, std::size_t slot, int iters, int writer_cpu) {
+double cross_core(std::byte* shared, std::size_t slot, int iters, int writer_cpu, bool to_shared) {
   auto* hs = new (shared) Handshake;
   std::byte* slots = shared + sizeof(Handshake);
   const std::uint64_t per_vector = kVectorBytes / slot;
@@ -103,7 +104,13 @@ double cross_core(std::byte* shared, std::size_t slot, int iters, int writer_cpu
     std::vector<std::byte> source(kVectorBytes, std::byte{3});
     for (std::uint64_t s = 0; s < total; ++s) {
       if (s >= 2 && !wait_for(hs->consumed, s - 1)) _exit(1);  // the slot of step s-2 is free
-      std::memcpy(slots + (s % 2) * slot, source.data() + (s % per_vector) * slot, slot);
+      std::byte* dst = slots + (s % 2) * slot;
+      const std::byte* src = source.data() + (s % per_vector) * slot;
+      if (to_shared) {
+        kolo::comm::shm::copy_to_shared(dst, src, slot);
+      } else {
+        std::memcpy(dst, src, slot);
+      }
       hs->posted.store(s + 1, std::memory_order_release);
     }
     _exit(0);
@@ -218,23 +225,29 @@ int main(int argc, char** argv) {
       const std::size_t s = std::max<std::size_t>(kLine, slot / kLine * kLine);
       if (kVectorBytes % s != 0) continue;  // whole slots per vector keep the loops simple
       auto* base = static_cast<std::byte*>(shared);
-      rows.push_back({s, local_copy(base + sizeof(Handshake), s, o.iters),
-                      cross_core(base, s, o.iters, writer_cpu), cma_copy(s, o.iters, writer_cpu)});
+      rows.push_back({s, local_copy(base + sizeof(Handshake), s, o.iters), cross_core(base, s, o.iters, writer_cpu, false),
+                      cross_core(base, s, o.iters, writer_cpu, true), cma_copy(s, o.iters, writer_cpu)});
     }
     munmap(shared, mapping_bytes);
     if (o.json) {
       nlohmann::json j = {{"program", "cross_core_copy"}, {"reader_cpu", reader_cpu}, {"writer_cpu", writer_cpu},
                           {"results", nlohmann::json::array()}};
       for (const auto& r : rows)
-        j["results"].push_back({{"slot_bytes", r.slot_bytes}, {"local_gbps", r.local_gbps},
-                                {"cross_core_gbps", r.cross_gbps}, {"cma_gbps", r.cma_gbps}});
+        j["results"].push_back({{"slot_bytes", r.slot_bytes},
+                                {"local_gbps", r.local_gbps},
+                                {"cross_core_memcpy_gbps", r.cross_memcpy_gbps},
+                                {"cross_core_to_shared_gbps", r.cross_shared_gbps},
+                                {"cma_gbps", r.cma_gbps}});
       std::cout << j.dump() << "\n";
     } else {
       std::printf("# cross_core_copy  reader CPU %d, writer CPU %d; GB/s copied out of 16 MiB, best of %d\n#\n",
                   reader_cpu, writer_cpu, o.iters);
-      std::printf("# %12s %12s %12s %12s\n", "slot (B)", "local", "cross-core", "cma");
-      for (const auto& r : rows)
-        std::printf("  %12zu %12.2f %12.2f %12.2f\n", r.slot_bytes, r.local_gbps, r.cross_gbps, r.cma_gbps);
+      std::printf("# %12s %12s %12s %12s %12s\n", "slot (B)", "local", "memcpy", "to-shared", "cma");
+      std::printf("# %12s %12s %12s %12s %12s\n", "", "", "(cross-core)", "(cross-core)", "");
+      for (const auto& r : rows) {
+        std::printf("  %12zu %12.2f %12.2f %12.2f %12.2f\n", r.slot_bytes, r.local_gbps, r.cross_memcpy_gbps,
+                    r.cross_shared_gbps, r.cma_gbps);
+      }
     }
     return 0;
   } catch (const std::exception& e) {
