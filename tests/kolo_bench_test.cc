@@ -1,13 +1,7 @@
 // kolo-bench: its sweep/report core (sizes, bus factors, result checks, the
 // ResNet-50 parameter list) and the real binary run under kolorun for tiny sizes,
 // with --check and --json, in both modes and for every collective.
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
@@ -22,6 +16,7 @@
 #include "core/report.h"
 #include "core/resnet50_layers.h"
 #include "core/size_plan.h"
+#include "harness/subprocess.h"
 
 #ifndef KOLO_BENCH_PATH
 #error "tests/CMakeLists.txt defines KOLO_BENCH_PATH as the kolo-bench binary"
@@ -33,7 +28,8 @@
 namespace {
 
 using namespace kolo::bench;
-using Clock = std::chrono::steady_clock;
+using kolo::testing::run_command;
+using kolo::testing::Subprocess;
 
 // ---------------------------------------------------------------------------
 // The core, in process.
@@ -192,72 +188,13 @@ TEST(KoloBenchCore, ResNet50HasItsRealParameterCount) {
 // ---------------------------------------------------------------------------
 // The binary, as a subprocess.
 
-struct ProcessResult {
-  int exit_code = -1;
-  bool timed_out = false;
-  std::string out, err;
-};
+using ProcessResult = Subprocess::Result;
 
-// Runs `argv` with stdout and stderr captured and `env` added to the environment;
-// kills it (and it dies with the test, PR_SET_PDEATHSIG) after `timeout`.
-ProcessResult run_process(std::vector<std::string> argv, std::chrono::seconds timeout,
-                          const std::vector<std::pair<std::string, std::string>>& env = {}) {
-  int out[2], err[2];
-  if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) throw std::runtime_error("pipe2 failed");
-  std::vector<char*> args;
-  for (auto& a : argv) args.push_back(a.data());
-  args.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
-    dup2(out[1], STDOUT_FILENO);
-    dup2(err[1], STDERR_FILENO);
-    execv(args[0], args.data());
-    _exit(99);
-  }
-  close(out[1]);
-  close(err[1]);
-  ProcessResult run;
-  const auto deadline = Clock::now() + timeout;
-  pollfd fds[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
-  std::string* sinks[2] = {&run.out, &run.err};
-  int open_fds = 2;
-  while (open_fds > 0) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) {
-      run.timed_out = true;
-      kill(pid, SIGKILL);
-      break;
-    }
-    if (poll(fds, 2, static_cast<int>(left)) <= 0) continue;
-    for (int i = 0; i < 2; ++i) {
-      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP))) continue;
-      char buf[4096];
-      const ssize_t got = read(fds[i].fd, buf, sizeof buf);
-      if (got > 0) {
-        sinks[i]->append(buf, static_cast<std::size_t>(got));
-      } else {
-        close(fds[i].fd);
-        fds[i].fd = -1;
-        --open_fds;
-      }
-    }
-  }
-  for (auto& f : fds)
-    if (f.fd >= 0) close(f.fd);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return run;
-}
-
-ProcessResult kolo_bench(int nranks, std::vector<std::string> args,
-                         const std::vector<std::pair<std::string, std::string>>& env = {}) {
+ProcessResult kolo_bench(int nranks, std::vector<std::string> args, const Subprocess::Environment& env = {}) {
   std::vector<std::string> argv = {KOLORUN_PATH, "-np", std::to_string(nranks), "--no-tag-output", "--timeout", "60",
                                    KOLO_BENCH_PATH};
   argv.insert(argv.end(), args.begin(), args.end());
-  return run_process(argv, std::chrono::seconds(90), env);
+  return run_command(argv, std::chrono::seconds(90), env);
 }
 
 // The last line of stdout that parses as a JSON object.
@@ -359,9 +296,9 @@ TEST(KoloBench, CommModeMeasuresTheCommunicatorKoloBackendChooses) {
 }
 
 TEST(KoloBench, RunsAsAJobOfOneWithoutKolorun) {
-  const ProcessResult run = run_process({KOLO_BENCH_PATH, "--mode", "comm", "--max-bytes", "1K", "--iters", "2", "--check",
-                               "--json"},
-                              std::chrono::seconds(30));
+  const ProcessResult run = run_command(
+      {KOLO_BENCH_PATH, "--mode", "comm", "--max-bytes", "1K", "--iters", "2", "--check", "--json"},
+      std::chrono::seconds(30));
   ASSERT_EQ(run.exit_code, 0) << run.err;
   const auto j = json_of(run);
   EXPECT_EQ(j.at("ranks"), 1);
@@ -403,7 +340,7 @@ TEST(KoloBench, BadArgumentsExitWithUsageErrorAndAMessage) {
   for (const auto& c : cases) {
     std::vector<std::string> argv = {KOLO_BENCH_PATH};
     argv.insert(argv.end(), c.args.begin(), c.args.end());
-    const ProcessResult run = run_process(argv, std::chrono::seconds(30));
+    const ProcessResult run = run_command(argv, std::chrono::seconds(30));
     EXPECT_EQ(run.exit_code, 2) << c.says << ": " << run.err;
     EXPECT_NE(run.err.find(c.says), std::string::npos) << run.err;
   }

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -16,7 +17,7 @@ namespace kolo::testing {
 
 using Clock = std::chrono::steady_clock;
 
-Subprocess::Subprocess(const std::vector<std::string>& argv) {
+Subprocess::Subprocess(const std::vector<std::string>& argv, const Environment& env) {
   int out[2], err[2];
   if (::pipe2(out, O_CLOEXEC) != 0) throw std::runtime_error("pipe2 failed");
   if (::pipe2(err, O_CLOEXEC) != 0) {
@@ -35,6 +36,7 @@ Subprocess::Subprocess(const std::vector<std::string>& argv) {
     ::setpgid(0, 0);
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(99);
+    for (const auto& [name, value] : env) ::setenv(name.c_str(), value.c_str(), 1);
     int null_fd = ::open("/dev/null", O_RDONLY);
     ::dup2(null_fd, STDIN_FILENO);
     ::dup2(out[1], STDOUT_FILENO);
@@ -101,8 +103,9 @@ Subprocess::Result Subprocess::wait(std::chrono::milliseconds timeout) {
   return result;
 }
 
-Subprocess::Result run_command(const std::vector<std::string>& argv, std::chrono::milliseconds timeout) {
-  Subprocess process(argv);
+Subprocess::Result run_command(const std::vector<std::string>& argv, std::chrono::milliseconds timeout,
+                               const Subprocess::Environment& env) {
+  Subprocess process(argv, env);
   return process.wait(timeout);
 }
 

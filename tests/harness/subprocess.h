@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace kolo::testing {
@@ -23,7 +24,9 @@ class Subprocess {
     std::chrono::milliseconds elapsed{0};
   };
 
-  explicit Subprocess(const std::vector<std::string>& argv);
+  using Environment = std::vector<std::pair<std::string, std::string>>;
+  // `env` is added to (or overrides) the test's environment for the command.
+  explicit Subprocess(const std::vector<std::string>& argv, const Environment& env = {});
   ~Subprocess();
   Subprocess(const Subprocess&) = delete;
   Subprocess& operator=(const Subprocess&) = delete;
@@ -42,7 +45,8 @@ class Subprocess {
 
 // Runs a command to its end (or `timeout`).
 Subprocess::Result run_command(const std::vector<std::string>& argv,
-                               std::chrono::milliseconds timeout = std::chrono::seconds(10));
+                               std::chrono::milliseconds timeout = std::chrono::seconds(10),
+                               const Subprocess::Environment& env = {});
 
 // A live process (a zombie counts as gone: it runs nothing).
 bool process_alive(pid_t pid);
