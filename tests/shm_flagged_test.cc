@@ -92,6 +92,36 @@ TEST(ShmFlagged, AllreduceInPlaceOutOfPlaceAndAsAListOfBuffers) {
   }, no_store());
 }
 
+// Unequal blocks (rank r gets a share growing with r), in and out of place (the
+// output then is this rank's own block of the input), summed in rank order.
+TEST(ShmFlagged, ReduceScatterOfEverySizeInAndOutOfPlace) {
+  testing::run_ranks(3, [](int rank) {
+    auto comm = join();
+    const int n = comm->size();
+    for (int round = 0; round < 2; ++round) {
+      for (std::size_t bytes : kSizes) {
+        const std::size_t total = std::max<std::size_t>(n, bytes / sizeof(std::int32_t));
+        std::vector<std::size_t> counts(n);
+        std::size_t given = 0;
+        for (int r = 0; r < n - 1; ++r) given += counts[r] = total * (r + 1) / (2 * n);
+        counts[n - 1] = total - given;
+        std::size_t offset = 0;
+        for (int r = 0; r < rank; ++r) offset += counts[r];
+        auto value = [&](int r, std::size_t i) { return static_cast<std::int32_t>(r * 100003 + i * 7 + round); };
+        std::vector<std::int32_t> in(total), out(counts[rank]), expected(counts[rank]);
+        for (std::size_t i = 0; i < total; ++i) in[i] = value(rank, i);
+        for (std::size_t i = 0; i < counts[rank]; ++i)
+          for (int r = 0; r < n; ++r) expected[i] += value(r, offset + i);
+        comm->reduce_scatter(in.data(), out.data(), counts, DataType::Int32, ReduceOp::Sum);
+        ASSERT_EQ(out, expected) << total << " elements, out of place";
+        comm->reduce_scatter(in.data(), in.data() + offset, counts, DataType::Int32, ReduceOp::Sum);
+        ASSERT_TRUE(std::equal(expected.begin(), expected.end(), in.begin() + static_cast<std::ptrdiff_t>(offset)))
+            << total << " elements, in place";
+      }
+    }
+  }, no_store());
+}
+
 // What rank `from` sends rank `to` in the alltoallv tests below: rank 0 a quarter
 // of `base`, rank 1 all of it, rank 2 nothing, so that around kFlaggedBytes one
 // rank's data rides in its flagged message and another's follows through the slots.

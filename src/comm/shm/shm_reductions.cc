@@ -157,12 +157,34 @@ void allreduce(ShmChannel& channel, const RegionList& regions, DataType dtype, R
   }
 }
 
+// Up to this many bytes in all, reduce_scatter takes one flagged step, each rank
+// reading every peer's whole input; above it the slot path, where each reads only
+// its own block, is faster (2 ranks: 0.38 against 0.72 us at 8 bytes, 0.65 against
+// 0.75 at 768, 0.93 against 0.76 at 1 KiB).
+constexpr std::size_t kFlaggedReduceScatterBytes = 768;
+
 void reduce_scatter(ShmChannel& channel, const std::byte* send, std::byte* recv, std::span<const std::size_t> counts,
                     DataType dtype, ReduceOp op, std::span<const void*> srcs) {
   const int n = channel.size(), me = channel.rank();
   const std::size_t es = element_size(dtype);
   const std::vector<std::size_t> offsets = prefix_offsets(counts);
   const std::size_t total_bytes = offsets[n] * es;
+  if (total_bytes > 0 && total_bytes <= kFlaggedReduceScatterBytes) {
+    // One step through flagged lines: every rank sends its whole input and
+    // reduces its own block of all of them in rank order. The input is packed
+    // into this rank's scratch first, since the output may be part of it.
+    std::byte* mine = channel.scratch(me);
+    std::memcpy(mine, send, total_bytes);
+    channel.acquire_slot();
+    channel.write_flagged(mine, total_bytes);
+    for (int j = 0; j < n; ++j) {
+      if (j != me) channel.read_flagged(j, channel.scratch(j), total_bytes);
+      srcs[j] = channel.scratch(j) + offsets[me] * es;
+    }
+    reduce_many(recv, srcs.data(), n, counts[me], dtype, op);
+    channel.finish_step();
+    return;
+  }
   // The output may be this rank's own block of the input (each element is then
   // read just before it is overwritten); any other overlap needs a copy.
   std::vector<std::byte> private_send;
