@@ -189,10 +189,39 @@ void grouped_allreduce(std::span<const Tensor> tensors, const AllreduceOptions& 
 
 namespace {
 
+// The requests of the collectives below, checked; shared by the async and
+// blocking forms.
 Request allgather_request(const Tensor& input, const CollectiveOptions& options, const Location& where) {
   auto name = name_for(options.name, "allgather", where);
   check_tensor(input, "input", name);
   return describe(std::move(name), OpType::Allgather, input);
+}
+
+Request broadcast_request(const Tensor& tensor, int root, const CollectiveOptions& options, const Location& where) {
+  auto name = name_for(options.name, "broadcast", where);
+  check_tensor(tensor, "tensor", name);
+  Request r = describe(std::move(name), OpType::Broadcast, tensor);
+  r.root = root;
+  return r;
+}
+
+Request alltoall_request(const Tensor& input, std::vector<std::int64_t> splits, const CollectiveOptions& options,
+                         const Location& where) {
+  auto name = name_for(options.name, "alltoall", where);
+  check_tensor(input, "input", name);
+  Request r = describe(std::move(name), OpType::Alltoall, input);
+  r.splits = std::move(splits);
+  return r;
+}
+
+Request reducescatter_request(const Tensor& input, ReduceOp op, const CollectiveOptions& options,
+                              const Location& where) {
+  auto name = name_for(options.name, "reducescatter", where);
+  check_tensor(input, "input", name);
+  if (!is_valid(op)) throw InvalidArgumentError("reducescatter of '" + name + "' has an invalid reduce op");
+  Request r = describe(std::move(name), OpType::Reducescatter, input);
+  r.reduce_op = op;
+  return r;
 }
 
 }  // namespace
@@ -206,18 +235,6 @@ Buffer allgather(const Tensor& input, const CollectiveOptions& options, Location
   return run_blocking(allgather_request(input, options, where), input.data, nullptr).take_output();
 }
 
-namespace {
-
-Request broadcast_request(const Tensor& tensor, int root, const CollectiveOptions& options, const Location& where) {
-  auto name = name_for(options.name, "broadcast", where);
-  check_tensor(tensor, "tensor", name);
-  Request r = describe(std::move(name), OpType::Broadcast, tensor);
-  r.root = root;
-  return r;
-}
-
-}  // namespace
-
 Handle broadcast_async(const Tensor& tensor, int root, const CollectiveOptions& options, Location where) {
   return submit(broadcast_request(tensor, root, options, where), tensor.data, tensor.data);
 }
@@ -226,19 +243,6 @@ void broadcast(const Tensor& tensor, int root, const CollectiveOptions& options,
   CallerWaits waits;
   run_blocking(broadcast_request(tensor, root, options, where), tensor.data, tensor.data).wait();
 }
-
-namespace {
-
-Request alltoall_request(const Tensor& input, std::vector<std::int64_t> splits, const CollectiveOptions& options,
-                         const Location& where) {
-  auto name = name_for(options.name, "alltoall", where);
-  check_tensor(input, "input", name);
-  Request r = describe(std::move(name), OpType::Alltoall, input);
-  r.splits = std::move(splits);
-  return r;
-}
-
-}  // namespace
 
 Handle alltoall_async(const Tensor& input, std::vector<std::int64_t> splits, const CollectiveOptions& options,
                       Location where) {
@@ -250,20 +254,6 @@ Buffer alltoall(const Tensor& input, std::vector<std::int64_t> splits, const Col
   CallerWaits waits;
   return run_blocking(alltoall_request(input, std::move(splits), options, where), input.data, nullptr).take_output();
 }
-
-namespace {
-
-Request reducescatter_request(const Tensor& input, ReduceOp op, const CollectiveOptions& options,
-                              const Location& where) {
-  auto name = name_for(options.name, "reducescatter", where);
-  check_tensor(input, "input", name);
-  if (!is_valid(op)) throw InvalidArgumentError("reducescatter of '" + name + "' has an invalid reduce op");
-  Request r = describe(std::move(name), OpType::Reducescatter, input);
-  r.reduce_op = op;
-  return r;
-}
-
-}  // namespace
 
 Handle reducescatter_async(const Tensor& input, ReduceOp op, const CollectiveOptions& options, Location where) {
   return submit(reducescatter_request(input, op, options, where), input.data, nullptr);

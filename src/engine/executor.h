@@ -58,10 +58,10 @@ class Executor {
   void reduce_direct(const Response& response, const void* input, void* output);
   // run_one without the phases.
   void run_single(const Response& response, Entry& entry, const std::vector<const void*>* gathered);
-  void allgather(const Response& response, Entry& entry, const std::vector<const void*>* gathered = nullptr);
-  void broadcast(const Response& response, Entry& entry, const std::vector<const void*>* gathered = nullptr);
-  void alltoall(const Response& response, Entry& entry, const std::vector<const void*>* gathered = nullptr);
-  void reducescatter(const Response& response, Entry& entry, const std::vector<const void*>* gathered = nullptr);
+  void allgather(const Response& response, Entry& entry, const std::vector<const void*>* gathered);
+  void broadcast(const Response& response, Entry& entry, const std::vector<const void*>* gathered);
+  void alltoall(const Response& response, Entry& entry, const std::vector<const void*>* gathered);
+  void reducescatter(const Response& response, Entry& entry, const std::vector<const void*>* gathered);
   // Divides by the job size (Average) and applies postscale.
   void finish_reduction(void* data, std::size_t count, DataType dtype, ReduceOp op, double postscale);
   std::byte* fusion_buffer(std::size_t bytes);

@@ -34,25 +34,34 @@ void allreduce_one_step(ShmChannel& channel, const RegionList& regions, DataType
   channel.finish_step();
 }
 
+// The flagged step of both reductions below: this rank's `bytes`, packed into its
+// scratch, go to every peer, and every rank's arrive in its scratch; `srcs[j]`
+// then points `offset` bytes into rank j's. The caller reduces, then finishes
+// the step.
+void exchange_flagged(ShmChannel& channel, std::size_t bytes, std::size_t offset, std::span<const void*> srcs) {
+  const int n = channel.size(), me = channel.rank();
+  channel.acquire_slot();
+  channel.write_flagged(channel.scratch(me), bytes);
+  for (int j = 0; j < n; ++j) {
+    if (j != me) channel.read_flagged(j, channel.scratch(j), bytes);
+    srcs[j] = channel.scratch(j) + offset;
+  }
+}
+
 // Tiny messages (up to kFlaggedBytes): the same one step through flagged lines,
 // which arrive with their data (no separate posted counter on the critical path).
 void allreduce_flagged(ShmChannel& channel, const RegionList& regions, DataType dtype, ReduceOp op,
                        std::span<const void*> srcs) {
-  const int n = channel.size(), me = channel.rank();
+  const int n = channel.size();
   const std::size_t es = element_size(dtype);
   const std::size_t count = regions.count(), bytes = count * es;
   // This rank's input, packed into its scratch: contiguous, and never the
   // destination of the reduction below (outputs may alias inputs).
-  std::byte* mine = channel.scratch(me);
+  std::byte* mine = channel.scratch(channel.rank());
   regions.for_each(0, count, [&](const std::byte* send, std::byte*, std::size_t len, std::size_t pos) {
     std::memcpy(mine + pos * es, send, len * es);
   });
-  channel.acquire_slot();
-  channel.write_flagged(mine, bytes);
-  for (int j = 0; j < n; ++j) {
-    if (j != me) channel.read_flagged(j, channel.scratch(j), bytes);
-    srcs[j] = channel.scratch(j);
-  }
+  exchange_flagged(channel, bytes, 0, srcs);
   alignas(kCacheLine) std::byte reduced[kFlaggedBytes];
   reduce_many(reduced, srcs.data(), n, count, dtype, op);
   regions.for_each(0, count, [&](const std::byte*, std::byte* recv, std::size_t len, std::size_t pos) {
@@ -173,14 +182,8 @@ void reduce_scatter(ShmChannel& channel, const std::byte* send, std::byte* recv,
     // One step through flagged lines: every rank sends its whole input and
     // reduces its own block of all of them in rank order. The input is packed
     // into this rank's scratch first, since the output may be part of it.
-    std::byte* mine = channel.scratch(me);
-    std::memcpy(mine, send, total_bytes);
-    channel.acquire_slot();
-    channel.write_flagged(mine, total_bytes);
-    for (int j = 0; j < n; ++j) {
-      if (j != me) channel.read_flagged(j, channel.scratch(j), total_bytes);
-      srcs[j] = channel.scratch(j) + offsets[me] * es;
-    }
+    std::memcpy(channel.scratch(me), send, total_bytes);
+    exchange_flagged(channel, total_bytes, offsets[me] * es, srcs);
     reduce_many(recv, srcs.data(), n, counts[me], dtype, op);
     channel.finish_step();
     return;
