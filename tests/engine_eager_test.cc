@@ -19,8 +19,9 @@ using namespace std::chrono_literals;
 
 // Collectives per repeated cached allreduce of `floats` floats on 2 ranks, after
 // a first call that fills the cache; checks every result.
-double collectives_per_call(int rank, std::optional<std::size_t> eager_bytes, std::size_t floats) {
-  auto [engine, comm] = make_counted_engine(rank, eager_bytes);
+double collectives_per_call(int rank, std::optional<std::size_t> eager_bytes, std::size_t floats,
+                            bool padding = false) {
+  auto [engine, comm] = make_counted_engine(rank, eager_bytes, "", 0, padding);
   std::vector<float> in(floats), out(floats);
   constexpr int kCalls = 40;
   int before = 0;
@@ -36,14 +37,32 @@ double collectives_per_call(int rank, std::optional<std::size_t> eager_bytes, st
 TEST(EngineEager, ASmallCachedAllreduceTakesOneCollective) {
   run_ranks(2, [](int rank) {
     EXPECT_EQ(collectives_per_call(rank, 256, 2), 1.0);
-    EXPECT_EQ(collectives_per_call(rank, std::nullopt, 16), 1.0);  // the default: 64 bytes in small jobs
+    // The default on shared memory, which moves only the bytes offered: 1 KiB in small jobs.
+    EXPECT_EQ(collectives_per_call(rank, std::nullopt, 256), 1.0);
+    EXPECT_EQ(collectives_per_call(rank, std::nullopt, 2), 1.0);
+  }, no_store());
+}
+
+// A payload longer than the step's flagged lines rides through the slot.
+TEST(EngineEager, APayloadLongerThanTheFlaggedLinesStillRidesInTheStep) {
+  run_ranks(2, [](int rank) { EXPECT_EQ(collectives_per_call(rank, 8192, 2000), 1.0); }, no_store());
+}
+
+// Where every block is padded to the largest payload, the default stays at 64
+// bytes, so that every cycle does not move a kilobyte per rank.
+TEST(EngineEager, WhereBlocksArePaddedTheDefaultStaysAt64Bytes) {
+  run_ranks(2, [](int rank) {
+    EXPECT_EQ(collectives_per_call(rank, std::nullopt, 16, true), 1.0);
+    EXPECT_EQ(collectives_per_call(rank, std::nullopt, 17, true), 2.0);
+    EXPECT_EQ(collectives_per_call(rank, 512, 128, true), 1.0);  // set explicitly, it applies there too
   }, no_store());
 }
 
 TEST(EngineEager, WithoutItOrAboveItsSizeTheDataTakesASecondCollective) {
   run_ranks(2, [](int rank) {
     EXPECT_EQ(collectives_per_call(rank, 0, 2), 2.0);
-    EXPECT_EQ(collectives_per_call(rank, 256, 65), 2.0);  // 260 bytes
+    EXPECT_EQ(collectives_per_call(rank, 256, 65), 2.0);            // 260 bytes
+    EXPECT_EQ(collectives_per_call(rank, std::nullopt, 257), 2.0);  // 1028 bytes
   }, no_store());
 }
 

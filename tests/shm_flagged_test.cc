@@ -1,13 +1,15 @@
 // Small messages through flagged lines (shm_layout.h, ShmChannel::write_flagged):
 // every size around the line and area boundaries, interleaved with steps that use
 // the slots, so that areas are reused at both parities; in-place and list
-// allreduces; alltoallv's size tables, with and without the data; and a peer that
-// sends less than expected is an error, not a hang.
+// allreduces; alltoallv's size tables, with and without the data; self-sized
+// blocks (Communicator::allgather_self_sized), each moving only its own length;
+// and a peer that sends less than expected is an error, not a hang.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -212,6 +214,100 @@ TEST(ShmFlagged, AlltoallvOfMoreRanksThanAFlaggedTableHolds) {
     comm->alltoallv(send.data(), sizes, recv.data(), sizes);
     ASSERT_EQ(recv, expected);
   }, options);
+}
+
+// Self-sized blocks: each rank's block declares its own length in its first 4
+// bytes; lengths differ across ranks and rounds, from 4 bytes through the
+// flagged lines and past them (through the slot) up to max_block.
+constexpr std::size_t kMaxBlock = 6000;
+
+std::size_t self_sized_length_of(int rank, int round, std::size_t base) {
+  return std::clamp<std::size_t>(base + static_cast<std::size_t>(rank * 13 + round), 4, kMaxBlock);
+}
+
+std::vector<std::uint8_t> self_sized_block(int rank, int round, std::size_t length) {
+  std::vector<std::uint8_t> block(kMaxBlock, 0xEE);  // padding past the length
+  const auto declared = static_cast<std::uint32_t>(length);
+  std::memcpy(block.data(), &declared, sizeof declared);
+  for (std::size_t i = sizeof declared; i < length; ++i) block[i] = byte_of(rank, i, round);
+  return block;
+}
+
+void expect_self_sized_blocks(const std::vector<std::uint8_t>& recv, int n, int round, std::size_t base) {
+  for (int r = 0; r < n; ++r) {
+    const std::uint8_t* block = recv.data() + static_cast<std::size_t>(r) * kMaxBlock;
+    const std::size_t length = self_sized_length_of(r, round, base);
+    std::uint32_t declared;
+    std::memcpy(&declared, block, sizeof declared);
+    ASSERT_EQ(declared, length) << "rank " << r << "'s block, base " << base;
+    for (std::size_t i = sizeof declared; i < length; ++i)
+      ASSERT_EQ(block[i], byte_of(r, i, round)) << "base " << base << " from rank " << r << " byte " << i;
+  }
+}
+
+TEST(ShmFlagged, SelfSizedBlocksOfEveryLengthAcrossBothParities) {
+  testing::run_ranks(3, [](int rank) {
+    auto comm = join();
+    ASSERT_TRUE(comm->sends_only_used_bytes());
+    const int n = comm->size();
+    std::vector<std::size_t> bases = kSizes;
+    bases.push_back(kMaxBlock);
+    for (int round = 0; round < 3; ++round) {
+      for (std::size_t base : bases) {
+        const auto send = self_sized_block(rank, round, self_sized_length_of(rank, round, base));
+        std::vector<std::uint8_t> recv(kMaxBlock * n, 0);
+        comm->allgather_self_sized(send.data(), recv.data(), kMaxBlock);
+        expect_self_sized_blocks(recv, n, round, base);
+        // The padded default, on the same transport: the same blocks.
+        std::vector<std::uint8_t> padded(kMaxBlock * n, 0);
+        comm->Communicator::allgather_self_sized(send.data(), padded.data(), kMaxBlock);
+        expect_self_sized_blocks(padded, n, round, base);
+      }
+    }
+  }, no_store());
+}
+
+// Rank 1 allows longer blocks than rank 0 and sends one: rank 0 refuses it with
+// the length it got; rank 1 received rank 0's short block and is done.
+TEST(ShmFlagged, ASelfSizedBlockLongerThanTheReaderAllowsIsAnError) {
+  testing::run_ranks(2, [](int rank) {
+    auto comm = join();
+    const std::size_t max_block = rank == 0 ? 128 : kMaxBlock;
+    const auto send = self_sized_block(rank, 0, rank == 0 ? 100 : 1000);
+    std::vector<std::uint8_t> recv(kMaxBlock * 2);
+    if (rank == 0) {
+      try {
+        comm->allgather_self_sized(send.data(), recv.data(), max_block);
+        ADD_FAILURE() << "an over-long block went unnoticed";
+      } catch (const InvalidArgumentError& e) {
+        EXPECT_NE(std::string(e.what()).find("rank 1 declares a block of 1000 bytes where 4 to 128 are allowed"),
+                  std::string::npos)
+            << e.what();
+      }
+    } else {
+      comm->allgather_self_sized(send.data(), recv.data(), max_block);
+    }
+  }, no_store());
+}
+
+// A block whose own length is bad never leaves its rank; its peer, waiting for
+// it, learns that the rank closed its communicator instead of waiting forever.
+TEST(ShmFlagged, ASelfSizedBlockOfABadLengthIsRefusedBeforeItIsSent) {
+  testing::run_ranks(2, [](int rank) {
+    auto comm = join();
+    std::vector<std::uint8_t> recv(kMaxBlock * 2);
+    if (rank == 0) {
+      for (std::uint32_t bad : {0u, 3u, static_cast<std::uint32_t>(kMaxBlock + 1)}) {
+        auto send = self_sized_block(rank, 0, 4);
+        std::memcpy(send.data(), &bad, sizeof bad);
+        EXPECT_THROW(comm->allgather_self_sized(send.data(), recv.data(), kMaxBlock), InvalidArgumentError) << bad;
+      }
+      comm.reset();
+    } else {
+      const auto send = self_sized_block(rank, 0, 40);
+      EXPECT_THROW(comm->allgather_self_sized(send.data(), recv.data(), kMaxBlock), PeerFailureError);
+    }
+  }, no_store());
 }
 
 // Rank 1 sends 100 bytes where rank 0 expects 200: rank 0 finds the missing

@@ -1,7 +1,10 @@
 #include "comm/communicator.h"
 
 #include <cstring>
+#include <string>
 #include <vector>
+
+#include "kolo/error.h"
 
 namespace kolo::comm {
 
@@ -17,6 +20,24 @@ void Communicator::allreduce_regions(std::span<const Region> regions, DataType d
   list.for_each(0, list.count(), [&](const std::byte*, std::byte* recv, std::size_t n, std::size_t pos) {
     std::memcpy(recv, staging.data() + pos * es, n * es);
   });
+}
+
+std::uint32_t self_sized_length(const void* block, std::size_t max_block, int sender) {
+  std::uint32_t length;
+  std::memcpy(&length, block, sizeof length);
+  if (length < sizeof length || length > max_block) {
+    throw InvalidArgumentError("rank " + std::to_string(sender) + " declares a block of " + std::to_string(length) + " bytes where 4 to " +
+                               std::to_string(max_block) + " are allowed");
+  }
+  return length;
+}
+
+void Communicator::allgather_self_sized(const void* send, void* recv, std::size_t max_block) {
+  self_sized_length(send, max_block, rank());
+  const std::vector<std::size_t> sizes(static_cast<std::size_t>(size()), max_block);
+  allgatherv(send, max_block, recv, sizes);
+  for (int r = 0; r < size(); ++r)
+    self_sized_length(static_cast<const std::byte*>(recv) + static_cast<std::size_t>(r) * max_block, max_block, r);
 }
 
 }  // namespace kolo::comm

@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
@@ -60,6 +61,17 @@ class Communicator {
   virtual void allgatherv(const void* send, std::size_t send_bytes, void* recv,
                           std::span<const std::size_t> recv_bytes) = 0;
 
+  // An allgather of blocks whose lengths only their senders know. Every block
+  // begins with its own length in bytes, a uint32 (see self_sized_length), at
+  // least 4 and at most `max_block`; `send` holds `max_block` bytes (past the
+  // length: padding). Rank r's block lands at recv + r * max_block; the bytes
+  // after it there are unspecified. A block of a bad length is an
+  // InvalidArgumentError. The default sends every block padded to `max_block`;
+  // where sends_only_used_bytes() says so, only each block's own length moves,
+  // so a caller may reserve room for large blocks and pay for them only when used.
+  virtual void allgather_self_sized(const void* send, void* recv, std::size_t max_block);
+  virtual bool sends_only_used_bytes() const { return false; }
+
   // As allgatherv, but only `root` receives (recv may be null elsewhere).
   virtual void gatherv(const void* send, std::size_t send_bytes, void* recv, std::span<const std::size_t> recv_bytes,
                        int root) = 0;
@@ -78,6 +90,10 @@ class Communicator {
   // ShutdownError carrying `reason`. Never blocks.
   virtual void abort(const std::string& reason) = 0;
 };
+
+// The length a self-sized block from rank `sender` declares (allgather_self_sized);
+// an InvalidArgumentError when it is below 4 or above `max_block`.
+std::uint32_t self_sized_length(const void* block, std::size_t max_block, int sender);
 
 // The communicator of a job of one process: every collective is a local copy.
 std::unique_ptr<Communicator> make_self_communicator();

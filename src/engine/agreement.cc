@@ -10,7 +10,7 @@
 namespace kolo::engine {
 namespace {
 
-constexpr std::size_t kHeaderBytes = 8;
+constexpr std::size_t kHeaderBytes = 16;
 constexpr const char* config_hint = ": KOLO_EAGER_BYTES or KOLO_CACHE_CAPACITY differ across ranks";
 constexpr std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
 
@@ -21,10 +21,9 @@ Agreement::Agreement(comm::Communicator& comm, std::size_t eager_bytes)
   static_assert(sizeof(Header) == kHeaderBytes);
 }
 
-std::size_t Agreement::block_bytes() const {
-  // Multiples of 8 bytes, so that every payload is aligned for any element type;
-  // no more, since every byte crosses to every peer in every cycle.
-  return round_up(kHeaderBytes + eager_bytes_ + length_, 8);
+std::size_t Agreement::payload_offset() const {
+  // Multiples of 8 bytes, so that every payload is aligned for any element type.
+  return round_up(kHeaderBytes + length_, 8);
 }
 
 std::uint8_t* Agreement::begin(std::size_t length) {
@@ -33,20 +32,23 @@ std::uint8_t* Agreement::begin(std::size_t length) {
     agreed_.assign(length, 0);
     return agreed_.data();
   }
-  mine_.assign(block_bytes(), std::byte{0});
-  const Header header{0, static_cast<std::uint32_t>(mine_.size())};
-  std::memcpy(mine_.data(), &header, sizeof header);
-  return reinterpret_cast<std::uint8_t*>(mine_.data() + kHeaderBytes + eager_bytes_);
+  // Room for the largest payload; only the header and the vector are reset, since
+  // only they and an offered payload are sent.
+  mine_.resize(payload_offset() + eager_bytes_);
+  std::memset(mine_.data(), 0, payload_offset());
+  header_ = Header{static_cast<std::uint32_t>(payload_offset()), 0, static_cast<std::uint32_t>(eager_bytes_),
+                    static_cast<std::uint32_t>(length)};
+  return reinterpret_cast<std::uint8_t*>(mine_.data() + kHeaderBytes);
 }
 
 void Agreement::offer(std::uint32_t bit, const void* data, std::size_t bytes) {
   if (bytes > eager_bytes_) throw InvalidArgumentError("internal: an eager payload larger than KOLO_EAGER_BYTES");
-  const Header header{bit + 1, static_cast<std::uint32_t>(mine_.size())};
-  std::memcpy(mine_.data(), &header, sizeof header);
+  header_.bit_plus_one = bit + 1;
+  header_.block_bytes = static_cast<std::uint32_t>(payload_offset() + round_up(bytes, 8));
   if (bytes > 0) std::memcpy(offered_payload(), data, bytes);
 }
 
-std::byte* Agreement::offered_payload() { return mine_.data() + kHeaderBytes; }
+std::byte* Agreement::offered_payload() { return mine_.data() + payload_offset(); }
 
 void Agreement::exchange() {
   if (eager_bytes_ == 0) {
@@ -55,11 +57,11 @@ void Agreement::exchange() {
   }
   const int n = comm_.size();
   const std::size_t block = mine_.size();
+  std::memcpy(mine_.data(), &header_, sizeof header_);
   all_.resize(block * static_cast<std::size_t>(n));
-  block_sizes_.assign(static_cast<std::size_t>(n), block);
   try {
-    comm_.allgatherv(mine_.data(), block, all_.data(), block_sizes_);
-  } catch (const InvalidArgumentError& e) {  // a transport that notices the sizes differ
+    comm_.allgather_self_sized(mine_.data(), all_.data(), block);
+  } catch (const InvalidArgumentError& e) {  // a block longer than this rank's largest, or a padded size that differs
     throw InvalidArgumentError(std::string("the ranks' negotiation blocks differ (") + e.what() + ")" + config_hint);
   }
   payloads_.resize(static_cast<std::size_t>(n));
@@ -69,17 +71,19 @@ void Agreement::exchange() {
   std::uint32_t first_offer = 0;
   for (int r = 0; r < n; ++r) {
     const std::byte* theirs = all_.data() + static_cast<std::size_t>(r) * block;
-    Header header;
-    std::memcpy(&header, theirs, sizeof header);
-    if (header.block_bytes != block) {
-      throw InvalidArgumentError("rank " + std::to_string(r) + "'s negotiation block has " +
-                                 std::to_string(header.block_bytes) + " bytes where rank " +
-                                 std::to_string(comm_.rank()) + "'s has " + std::to_string(block) + config_hint);
+    Header h;
+    std::memcpy(&h, theirs, sizeof h);
+    if (h.eager_bytes != eager_bytes_ || h.vector_bytes != length_ || h.block_bytes < payload_offset()) {
+      throw InvalidArgumentError("rank " + std::to_string(r) + "'s negotiation block (eager " +
+                                 std::to_string(h.eager_bytes) + " bytes, vector " + std::to_string(h.vector_bytes) +
+                                 ") differs from rank " + std::to_string(comm_.rank()) + "'s (eager " +
+                                 std::to_string(eager_bytes_) + ", vector " + std::to_string(length_) + ")" +
+                                 config_hint);
     }
-    if (r == 0) first_offer = header.bit_plus_one;
-    same_offer = same_offer && header.bit_plus_one != 0 && header.bit_plus_one == first_offer;
-    payloads_[r] = theirs + kHeaderBytes;
-    vectors_[r] = theirs + kHeaderBytes + eager_bytes_;
+    if (r == 0) first_offer = h.bit_plus_one;
+    same_offer = same_offer && h.bit_plus_one != 0 && h.bit_plus_one == first_offer;
+    payloads_[r] = theirs + payload_offset();
+    vectors_[r] = theirs + kHeaderBytes;
   }
   if (same_offer) common_offer_ = first_offer - 1;
   agreed_.resize(length_);

@@ -37,15 +37,23 @@ constexpr std::size_t kBusy = 3;        // 1 if this rank has operations pending
 constexpr std::size_t kNoStallCheck = 4;  // 0 when rank 0 asks for a stall report
 constexpr std::size_t kHeader = 5;      // then `slots` ready bits, then `slots` valid bits
 
-// Eager allreduces in the agreement step (agreement.h), by default: up to this
-// many bytes, in jobs of up to this many ranks.
-constexpr std::size_t kEagerBytes = 64;
+// Eager operations in the agreement step (agreement.h), by default: up to this
+// many bytes, in jobs of up to this many ranks. Where the step moves only the
+// bytes a rank offers (shared memory), room for a larger payload costs nothing
+// until used: 1 KiB, the most that still fits the step's flagged lines beside
+// the agreement vector of a few hundred cached operations (2 ranks: 256 bytes
+// 0.90-1.13 -> 0.70-0.84 us, 1 KiB 1.35 -> 1.07-1.11 us, 8 bytes unchanged).
+// Elsewhere every cycle's block is padded to the largest payload, so it stays small.
+constexpr std::size_t kEagerBytesUsedOnly = 1024;
+constexpr std::size_t kEagerBytesPadded = 64;
 constexpr int kEagerMaxRanks = 16;
 
 // Eager needs the response cache (only cached operations are offered).
-std::size_t eager_bytes_for(const EngineConfig& config, int size) {
+std::size_t eager_bytes_for(const EngineConfig& config, const comm::Communicator& comm) {
   if (config.cache_capacity == 0) return 0;
-  return config.eager_bytes.value_or(size <= kEagerMaxRanks ? kEagerBytes : 0);
+  if (config.eager_bytes) return *config.eager_bytes;
+  if (comm.size() > kEagerMaxRanks) return 0;
+  return comm.sends_only_used_bytes() ? kEagerBytesUsedOnly : kEagerBytesPadded;
 }
 
 std::size_t bytes_of(const AllreduceCall& call) {
@@ -67,7 +75,7 @@ Engine::Engine(std::unique_ptr<comm::Communicator> comm, EngineConfig config)
       cache_(config.cache_capacity),
       coordinator_(size_),
       executor_(*comm_),
-      agreement_(*comm_, eager_bytes_for(config, size_)) {
+      agreement_(*comm_, eager_bytes_for(config, *comm_)) {
   if (!config_.timeline_path.empty() && (rank_ == 0 || config_.timeline_all_ranks)) {
     std::string path = config_.timeline_path;
     if (config_.timeline_all_ranks) {

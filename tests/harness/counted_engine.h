@@ -27,12 +27,17 @@ struct CountedEngine {
 // belongs to an operation of the test.
 // Engines of one test need different `job` names: each has a segment of its own.
 // `flight_records` > 0 keeps a flight recorder (its file under /tmp/kolo-flight-<job>).
+// `padding`: the communicator pads self-sized blocks, as transports other than
+// shared memory do.
 inline CountedEngine make_counted_engine(int rank, std::optional<std::size_t> eager_bytes, const std::string& job = "",
-                                         std::size_t flight_records = 0) {
+                                         std::size_t flight_records = 0, bool padding = false) {
   using namespace std::chrono_literals;
   const int size = std::atoi(std::getenv("KOLO_SIZE"));
   const std::string job_id = std::getenv("KOLO_JOB_ID") + job;
-  auto counted = std::make_unique<ForwardingCommunicator>(comm::make_shm_communicator(rank, size, job_id, {}));
+  auto shm = comm::make_shm_communicator(rank, size, job_id, {});
+  std::unique_ptr<ForwardingCommunicator> counted = padding
+                                                        ? std::make_unique<PaddingCommunicator>(std::move(shm))
+                                                        : std::make_unique<ForwardingCommunicator>(std::move(shm));
   ForwardingCommunicator* comm = counted.get();
   engine::EngineConfig config;
   config.cycle_time = 10s;

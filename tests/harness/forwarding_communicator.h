@@ -40,6 +40,11 @@ class ForwardingCommunicator : public comm::Communicator {
     ++collectives_;
     inner_->allgatherv(send, bytes, recv, sizes);
   }
+  void allgather_self_sized(const void* send, void* recv, std::size_t max_block) override {
+    ++collectives_;
+    inner_->allgather_self_sized(send, recv, max_block);
+  }
+  bool sends_only_used_bytes() const override { return inner_->sends_only_used_bytes(); }
   void gatherv(const void* send, std::size_t bytes, void* recv, std::span<const std::size_t> sizes, int root) override {
     ++collectives_;
     inner_->gatherv(send, bytes, recv, sizes, root);
@@ -62,6 +67,17 @@ class ForwardingCommunicator : public comm::Communicator {
  private:
   std::unique_ptr<comm::Communicator> inner_;
   std::atomic<int> collectives_{0};
+};
+
+// A transport that pads every self-sized block to its largest size (the
+// default Communicator::allgather_self_sized over the inner allgatherv).
+class PaddingCommunicator final : public ForwardingCommunicator {
+ public:
+  using ForwardingCommunicator::ForwardingCommunicator;
+  bool sends_only_used_bytes() const override { return false; }
+  void allgather_self_sized(const void* send, void* recv, std::size_t max_block) override {
+    Communicator::allgather_self_sized(send, recv, max_block);
+  }
 };
 
 }  // namespace kolo::testing

@@ -176,25 +176,41 @@ void ShmChannel::write_flagged(const std::byte* data, std::size_t bytes) {
   post();  // for readers that fell asleep, and for the failure checks
 }
 
+void ShmChannel::wait_flagged_line(int peer, const FlaggedLine& line, std::size_t bytes) {
+  const std::uint64_t flag = flag_step_ + 1;
+  auto arrived = [&] { return line.step.load(std::memory_order_acquire) == flag; };
+  if (arrived() || spin(arrived)) return;
+  // The peer posts after its last line: wait for that, sleeping if need be and
+  // watching for its failure; then every line it sent is there.
+  wait_until(peer, control(peer).posted, step_ + 1);
+  if (!arrived()) {
+    throw InvalidArgumentError("rank " + std::to_string(peer) + " sent fewer than the " + std::to_string(bytes) +
+                               " bytes rank " + std::to_string(rank_) + " expects in " + operation_ +
+                               ": the ranks' sizes differ");
+  }
+}
+
 void ShmChannel::read_flagged(int peer, std::byte* out, std::size_t bytes) {
   if (bytes == 0) return;  // nothing was sent, and nothing is proven about the peer
   const FlaggedLine* lines = flagged(peer);
-  const std::uint64_t flag = flag_step_ + 1;
   for (std::size_t i = 0, at = 0; at < bytes; ++i, at += kFlaggedLineData) {
-    auto arrived = [&] { return lines[i].step.load(std::memory_order_acquire) == flag; };
-    if (!arrived() && !spin(arrived)) {
-      // The peer posts after its last line: wait for that, sleeping if need be
-      // and watching for its failure; then every line is there.
-      wait_until(peer, control(peer).posted, step_ + 1);
-      if (!arrived()) {
-        throw InvalidArgumentError("rank " + std::to_string(peer) + " sent fewer than the " + std::to_string(bytes) +
-                                   " bytes rank " + std::to_string(rank_) + " expects in " + operation_ +
-                                   ": the ranks' sizes differ");
-      }
-    }
+    wait_flagged_line(peer, lines[i], bytes);
     std::memcpy(out + at, lines[i].data, std::min(kFlaggedLineData, bytes - at));
   }
   note_peer_reached_step(peer);
+}
+
+std::uint32_t ShmChannel::read_flagged_self_sized(int peer, std::byte* out, std::size_t max_bytes) {
+  const FlaggedLine* lines = flagged(peer);
+  wait_flagged_line(peer, lines[0], sizeof(std::uint32_t));
+  const std::uint32_t length = self_sized_length(lines[0].data, max_bytes, peer);
+  note_peer_reached_step(peer);
+  if (length > kFlaggedBytes) return length;
+  for (std::size_t i = 0, at = 0; at < length; ++i, at += kFlaggedLineData) {
+    if (i > 0) wait_flagged_line(peer, lines[i], length);
+    std::memcpy(out + at, lines[i].data, std::min<std::size_t>(kFlaggedLineData, length - at));
+  }
+  return length;
 }
 
 // Dekker-style pairing with sleep_until: the publisher stores the value and then

@@ -62,6 +62,11 @@ class ShmChannel {
   void write_flagged(const std::byte* data, std::size_t bytes);
   // Copies `peer`'s flagged message of `bytes` bytes for this step into `out`.
   void read_flagged(int peer, std::byte* out, std::size_t bytes);
+  // For a message that begins with its own length (Communicator::allgather_self_sized):
+  // copies up to kFlaggedBytes of it into `out` and returns the length it declares
+  // (InvalidArgumentError when that exceeds `max_bytes`). A longer message's
+  // flagged part is its first line; the rest is the caller's to fetch.
+  std::uint32_t read_flagged_self_sized(int peer, std::byte* out, std::size_t max_bytes);
   // Room for one flagged message per rank, for algorithms that need to keep them.
   std::byte* scratch(int rank) { return scratch_.data() + static_cast<std::size_t>(rank) * kFlaggedBytes; }
   // True between the first acquire/post of a step and its finish_step: an error
@@ -78,6 +83,9 @@ class ShmChannel {
  private:
   RankControl& control(int rank) const;
   FlaggedLine* flagged(int rank) const;
+  // Waits for `line` of `peer`'s flagged area for this step; a peer that posted
+  // without it sent fewer than `bytes` bytes (InvalidArgumentError).
+  void wait_flagged_line(int peer, const FlaggedLine& line, std::size_t bytes);
   // Polls `ready` with pause instructions, yielding as described in
   // shm_channel.cc; false when the spin budget ran out (or on abort).
   template <class Ready>

@@ -24,6 +24,10 @@ void reduce_scatter(ShmChannel& channel, const std::byte* send, std::byte* recv,
 // root < 0: every rank receives (allgatherv); else only `root` (gatherv).
 void gather(ShmChannel& channel, const std::byte* send, std::byte* recv, std::span<const std::size_t> sizes, int root);
 void broadcast(ShmChannel& channel, std::byte* buffer, std::size_t bytes, int root);
+// Communicator::allgather_self_sized for blocks of up to one slot: a block of up
+// to kFlaggedBytes in flagged lines (one transfer per line, no more than it
+// uses), a longer one through the slot.
+void allgather_self_sized(ShmChannel& channel, const std::byte* send, std::byte* recv, std::size_t max_block);
 void alltoallv(ShmChannel& channel, const std::byte* send, std::span<const std::size_t> send_bytes, std::byte* recv,
                std::span<const std::size_t> recv_bytes);
 void barrier(ShmChannel& channel);

@@ -216,6 +216,27 @@ void gather(ShmChannel& channel, const std::byte* send, std::byte* recv, std::sp
   }
 }
 
+void allgather_self_sized(ShmChannel& channel, const std::byte* send, std::byte* recv, std::size_t max_block) {
+  const int n = channel.size(), me = channel.rank();
+  const std::uint32_t length = self_sized_length(send, max_block, me);
+  std::byte* own = recv + static_cast<std::size_t>(me) * max_block;
+  if (own != send) std::memcpy(own, send, length);
+  channel.acquire_slot();
+  if (length <= kFlaggedBytes) {
+    channel.write_flagged(send, length);
+  } else {  // the block through the slot; its flagged first line says how long it is
+    copy_to_shared(channel.slot(me), send, length);
+    channel.write_flagged(send, sizeof length);
+  }
+  for (int d = 1; d < n; ++d) {
+    const int j = (me + d) % n;
+    std::byte* theirs = recv + static_cast<std::size_t>(j) * max_block;
+    const std::uint32_t got = channel.read_flagged_self_sized(j, theirs, max_block);
+    if (got > kFlaggedBytes) std::memcpy(theirs, channel.slot(j), got);
+  }
+  channel.finish_step();
+}
+
 void broadcast(ShmChannel& channel, std::byte* buffer, std::size_t bytes, int root) {
   const std::size_t slot = channel.slot_bytes();
   const std::size_t steps = ceil_div(bytes, slot);
