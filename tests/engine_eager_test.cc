@@ -21,7 +21,10 @@ using namespace std::chrono_literals;
 // a first call that fills the cache; checks every result.
 double collectives_per_call(int rank, std::optional<std::size_t> eager_bytes, std::size_t floats,
                             bool padding = false) {
-  auto [engine, comm] = make_counted_engine(rank, eager_bytes, "", 0, padding);
+  CountedEngineOptions options;
+  options.eager_bytes = eager_bytes;
+  options.padding = padding;
+  auto [engine, comm] = make_counted_engine(rank, options);
   std::vector<float> in(floats), out(floats);
   constexpr int kCalls = 40;
   int before = 0;

@@ -647,8 +647,14 @@ void Engine::execute_eager(std::uint32_t bit) {
   const Response& response = cache_.response(bit);
   const std::string& name = response.names[0];
   auto it = entries_.find(name);
-  if (it == entries_.end()) throw Error("internal: no local operation named '" + name + "' for an eager allreduce");
-  executor_.reduce_gathered(response, it->second.output, agreement_.payloads());
+  if (it == entries_.end()) throw Error("internal: no local operation named '" + name + "' for an eager operation");
+  // An allreduce when a cycle offered it (offer_eager); any kind when an express
+  // step carried it but did not finish it (a stall check, ...), and handed it here.
+  if (response.op == OpType::Allreduce) {
+    executor_.reduce_gathered(response, it->second.output, agreement_.payloads());
+  } else {
+    executor_.run_one(response, it->second, &agreement_.payloads());
+  }
   if (timeline_) record({&response});
   complete(it, nullptr);
 }

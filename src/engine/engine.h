@@ -118,7 +118,7 @@ class Engine {
   void requeue_evicted();
   // Puts one ready cached allreduce into this cycle's agreement step.
   void offer_eager();
-  // Finishes the allreduce every rank carried in the agreement step.
+  // Finishes the operation every rank carried in the agreement step.
   void execute_eager(std::uint32_t bit);
   void record(const std::vector<const Response*>& batch);
   bool stall_check_due();

@@ -22,30 +22,43 @@ struct CountedEngine {
   ForwardingCommunicator* comm;  // owned by the engine
 };
 
-// The background thread sleeps (cycle time 10 s, no stall checks), so the only
-// cycles are the ones the blocking callers drive: every collective counted
-// belongs to an operation of the test.
-// Engines of one test need different `job` names: each has a segment of its own.
-// `flight_records` > 0 keeps a flight recorder (its file under /tmp/kolo-flight-<job>).
-// `padding`: the communicator pads self-sized blocks, as transports other than
-// shared memory do.
-inline CountedEngine make_counted_engine(int rank, std::optional<std::size_t> eager_bytes, const std::string& job = "",
-                                         std::size_t flight_records = 0, bool padding = false) {
+struct CountedEngineOptions {
+  std::optional<std::size_t> eager_bytes;
+  // Engines of one test need different `job` names: each has a segment of its own.
+  std::string job;
+  // > 0 keeps a flight recorder (its file under /tmp/kolo-flight-<job>).
+  std::size_t flight_records = 0;
+  // The communicator pads self-sized blocks, as transports other than shared
+  // memory do.
+  bool padding = false;
+  // 0: no stall checks. Else rank 0 asks for one in a cycle at most every 100 ms.
+  std::chrono::milliseconds stall_check_time{0};
+};
+
+// The background thread sleeps (cycle time 10 s), so the only cycles are the ones
+// the blocking callers drive: every collective counted belongs to an operation of
+// the test.
+inline CountedEngine make_counted_engine(int rank, const CountedEngineOptions& options) {
   using namespace std::chrono_literals;
   const int size = std::atoi(std::getenv("KOLO_SIZE"));
-  const std::string job_id = std::getenv("KOLO_JOB_ID") + job;
+  const std::string job_id = std::getenv("KOLO_JOB_ID") + options.job;
   auto shm = comm::make_shm_communicator(rank, size, job_id, {});
-  std::unique_ptr<ForwardingCommunicator> counted = padding
+  std::unique_ptr<ForwardingCommunicator> counted = options.padding
                                                         ? std::make_unique<PaddingCommunicator>(std::move(shm))
                                                         : std::make_unique<ForwardingCommunicator>(std::move(shm));
   ForwardingCommunicator* comm = counted.get();
   engine::EngineConfig config;
   config.cycle_time = 10s;
-  config.stall_check_time = 0ms;
-  config.flight_recorder_size = flight_records;
+  config.stall_check_time = options.stall_check_time;
+  config.flight_recorder_size = options.flight_records;
   config.flight_recorder_dir = "/tmp/kolo-flight-" + job_id;
-  config.eager_bytes = eager_bytes;
+  config.eager_bytes = options.eager_bytes;
   return {std::make_shared<engine::Engine>(std::move(counted), config), comm};
+}
+
+inline CountedEngine make_counted_engine(int rank, std::optional<std::size_t> eager_bytes, const std::string& job = "",
+                                         std::size_t flight_records = 0) {
+  return make_counted_engine(rank, CountedEngineOptions{eager_bytes, job, flight_records});
 }
 
 inline engine::Request allreduce_request(const std::string& name, std::size_t floats, ReduceOp op = ReduceOp::Sum,
