@@ -38,6 +38,7 @@
 
 #include "comm/shm/stream_copy.h"
 #include "core/bench_options.h"
+#include "cpu_affinity.h"
 
 namespace {
 
@@ -57,22 +58,6 @@ struct alignas(kLine) Handshake {
   std::atomic<std::uint64_t> posted{0};  // slots the writer has filled
   alignas(kLine) std::atomic<std::uint64_t> consumed{0};  // slots the reader has copied out
 };
-
-void pin_to(int cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  if (sched_setaffinity(0, sizeof set, &set) != 0) throw std::runtime_error("cannot pin to CPU " + std::to_string(cpu));
-}
-
-std::vector<int> usable_cpus() {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) != 0) throw std::runtime_error("sched_getaffinity failed");
-  std::vector<int> cpus;
-  for (int c = 0; c < CPU_SETSIZE; ++c)
-    if (CPU_ISSET(c, &set)) cpus.push_back(c);
-  return cpus;
-}
 
 // Waits until `counter` reaches `target`; false after 10 s (the other side died).
 bool wait_for(const std::atomic<std::uint64_t>& counter, std::uint64_t target) {
