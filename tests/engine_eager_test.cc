@@ -40,8 +40,8 @@ double collectives_per_call(int rank, std::optional<std::size_t> eager_bytes, st
 TEST(EngineEager, ASmallCachedAllreduceTakesOneCollective) {
   run_ranks(2, [](int rank) {
     EXPECT_EQ(collectives_per_call(rank, 256, 2), 1.0);
-    // The default on shared memory, which moves only the bytes offered: 1 KiB in small jobs.
-    EXPECT_EQ(collectives_per_call(rank, std::nullopt, 256), 1.0);
+    // The default on shared memory, which moves only the bytes offered: 4 KiB in small jobs.
+    EXPECT_EQ(collectives_per_call(rank, std::nullopt, 1024), 1.0);
     EXPECT_EQ(collectives_per_call(rank, std::nullopt, 2), 1.0);
   }, no_store());
 }
@@ -49,6 +49,15 @@ TEST(EngineEager, ASmallCachedAllreduceTakesOneCollective) {
 // A payload longer than the step's flagged lines rides through the slot.
 TEST(EngineEager, APayloadLongerThanTheFlaggedLinesStillRidesInTheStep) {
   run_ranks(2, [](int rank) { EXPECT_EQ(collectives_per_call(rank, 8192, 2000), 1.0); }, no_store());
+}
+
+// With small slots the default stays within a quarter of one: 2 KiB for 8 KiB slots.
+TEST(EngineEager, TheDefaultFollowsTheSlotSize) {
+  run_ranks(2, [](int rank) {
+    ::setenv("KOLO_SHM_SLOT_BYTES", "8192", 1);
+    EXPECT_EQ(collectives_per_call(rank, std::nullopt, 512), 1.0);
+    EXPECT_EQ(collectives_per_call(rank, std::nullopt, 513), 2.0);
+  }, no_store());
 }
 
 // Where every block is padded to the largest payload, the default stays at 64
@@ -65,7 +74,7 @@ TEST(EngineEager, WithoutItOrAboveItsSizeTheDataTakesASecondCollective) {
   run_ranks(2, [](int rank) {
     EXPECT_EQ(collectives_per_call(rank, 0, 2), 2.0);
     EXPECT_EQ(collectives_per_call(rank, 256, 65), 2.0);            // 260 bytes
-    EXPECT_EQ(collectives_per_call(rank, std::nullopt, 257), 2.0);  // 1028 bytes
+    EXPECT_EQ(collectives_per_call(rank, std::nullopt, 1025), 2.0);  // 4100 bytes
   }, no_store());
 }
 

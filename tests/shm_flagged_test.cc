@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "comm/shm/shm_collectives.h"
 #include "comm/shm/shm_communicator.h"
 #include "comm/shm/shm_layout.h"
 #include "harness/multiprocess.h"
@@ -217,8 +218,8 @@ TEST(ShmFlagged, AlltoallvOfMoreRanksThanAFlaggedTableHolds) {
 }
 
 // Self-sized blocks: each rank's block declares its own length in its first 4
-// bytes; lengths differ across ranks and rounds, from 4 bytes through the
-// flagged lines and past them (through the slot) up to max_block.
+// bytes; lengths differ across ranks and rounds, from 4 bytes in flagged lines
+// to past kSelfSizedFlaggedBytes (through the slot) and up to max_block.
 constexpr std::size_t kMaxBlock = 6000;
 
 std::size_t self_sized_length_of(int rank, int round, std::size_t base) {
@@ -248,9 +249,10 @@ void expect_self_sized_blocks(const std::vector<std::uint8_t>& recv, int n, int 
 TEST(ShmFlagged, SelfSizedBlocksOfEveryLengthAcrossBothParities) {
   testing::run_ranks(3, [](int rank) {
     auto comm = join();
-    ASSERT_TRUE(comm->sends_only_used_bytes());
+    ASSERT_GE(comm->unpadded_block_bytes(), kMaxBlock);
     const int n = comm->size();
     std::vector<std::size_t> bases = kSizes;
+    bases.push_back(shm::kSelfSizedFlaggedBytes - 8);  // the ranks' lengths fall on both sides of it
     bases.push_back(kMaxBlock);
     for (int round = 0; round < 3; ++round) {
       for (std::size_t base : bases) {

@@ -67,10 +67,12 @@ class Communicator {
   // length: padding). Rank r's block lands at recv + r * max_block; the bytes
   // after it there are unspecified. A block of a bad length is an
   // InvalidArgumentError. The default sends every block padded to `max_block`;
-  // where sends_only_used_bytes() says so, only each block's own length moves,
-  // so a caller may reserve room for large blocks and pay for them only when used.
+  // up to unpadded_block_bytes() only each block's own length moves, so a caller
+  // may reserve room for large blocks and pay for them only when used.
   virtual void allgather_self_sized(const void* send, void* recv, std::size_t max_block);
-  virtual bool sends_only_used_bytes() const { return false; }
+  // The largest `max_block` for which allgather_self_sized moves only the bytes
+  // used (0: it always pads).
+  virtual std::size_t unpadded_block_bytes() const { return 0; }
 
   // As allgatherv, but only `root` receives (recv may be null elsewhere).
   virtual void gatherv(const void* send, std::size_t send_bytes, void* recv, std::span<const std::size_t> recv_bytes,

@@ -44,7 +44,7 @@ class ForwardingCommunicator : public comm::Communicator {
     ++collectives_;
     inner_->allgather_self_sized(send, recv, max_block);
   }
-  bool sends_only_used_bytes() const override { return inner_->sends_only_used_bytes(); }
+  std::size_t unpadded_block_bytes() const override { return inner_->unpadded_block_bytes(); }
   void gatherv(const void* send, std::size_t bytes, void* recv, std::span<const std::size_t> sizes, int root) override {
     ++collectives_;
     inner_->gatherv(send, bytes, recv, sizes, root);
@@ -74,7 +74,7 @@ class ForwardingCommunicator : public comm::Communicator {
 class PaddingCommunicator final : public ForwardingCommunicator {
  public:
   using ForwardingCommunicator::ForwardingCommunicator;
-  bool sends_only_used_bytes() const override { return false; }
+  std::size_t unpadded_block_bytes() const override { return 0; }
   void allgather_self_sized(const void* send, void* recv, std::size_t max_block) override {
     Communicator::allgather_self_sized(send, recv, max_block);
   }

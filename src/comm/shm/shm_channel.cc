@@ -200,12 +200,13 @@ void ShmChannel::read_flagged(int peer, std::byte* out, std::size_t bytes) {
   note_peer_reached_step(peer);
 }
 
-std::uint32_t ShmChannel::read_flagged_self_sized(int peer, std::byte* out, std::size_t max_bytes) {
+std::uint32_t ShmChannel::read_flagged_self_sized(int peer, std::byte* out, std::size_t max_bytes,
+                                                  std::size_t flagged_limit) {
   const FlaggedLine* lines = flagged(peer);
   wait_flagged_line(peer, lines[0], sizeof(std::uint32_t));
   const std::uint32_t length = self_sized_length(lines[0].data, max_bytes, peer);
   note_peer_reached_step(peer);
-  if (length > kFlaggedBytes) return length;
+  if (length > flagged_limit) return length;
   for (std::size_t i = 0, at = 0; at < length; ++i, at += kFlaggedLineData) {
     if (i > 0) wait_flagged_line(peer, lines[i], length);
     std::memcpy(out + at, lines[i].data, std::min<std::size_t>(kFlaggedLineData, length - at));

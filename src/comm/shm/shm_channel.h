@@ -63,10 +63,11 @@ class ShmChannel {
   // Copies `peer`'s flagged message of `bytes` bytes for this step into `out`.
   void read_flagged(int peer, std::byte* out, std::size_t bytes);
   // For a message that begins with its own length (Communicator::allgather_self_sized):
-  // copies up to kFlaggedBytes of it into `out` and returns the length it declares
-  // (InvalidArgumentError when that exceeds `max_bytes`). A longer message's
-  // flagged part is its first line; the rest is the caller's to fetch.
-  std::uint32_t read_flagged_self_sized(int peer, std::byte* out, std::size_t max_bytes);
+  // returns the length it declares (InvalidArgumentError when that exceeds
+  // `max_bytes`) and, when that is at most `flagged_limit`, copies the message
+  // into `out`. A longer message's flagged part is its first line; the rest is
+  // the caller's to fetch.
+  std::uint32_t read_flagged_self_sized(int peer, std::byte* out, std::size_t max_bytes, std::size_t flagged_limit);
   // Room for one flagged message per rank, for algorithms that need to keep them.
   std::byte* scratch(int rank) { return scratch_.data() + static_cast<std::size_t>(rank) * kFlaggedBytes; }
   // True between the first acquire/post of a step and its finish_step: an error

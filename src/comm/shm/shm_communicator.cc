@@ -67,7 +67,7 @@
 // GATHERV: up to 1792 bytes (the largest contribution) in one step of flagged
 // lines instead (a broadcast's root gains nothing from them: measured slower).
 // ALLGATHER_SELF_SIZED: each block's first flagged line carries its length; the
-// rest follows in flagged lines up to 1792 bytes, else in the slot.
+// rest follows in flagged lines up to 256 bytes, else in the slot.
 // ALLTOALLV: a first step exchanges every rank's send and receive sizes (so that
 // all ranks agree on the number of steps and a size mismatch fails on every rank
 // alike); then per step rank i copies its next piece for rank j into sub-slot j
@@ -161,7 +161,7 @@ class ShmCommunicator final : public Communicator {
     });
   }
 
-  bool sends_only_used_bytes() const override { return true; }
+  std::size_t unpadded_block_bytes() const override { return channel_->slot_bytes(); }
 
   void allgather_self_sized(const void* send, void* recv, std::size_t max_block) override {
     if (max_block > channel_->slot_bytes()) return Communicator::allgather_self_sized(send, recv, max_block);

@@ -222,7 +222,7 @@ void allgather_self_sized(ShmChannel& channel, const std::byte* send, std::byte*
   std::byte* own = recv + static_cast<std::size_t>(me) * max_block;
   if (own != send) std::memcpy(own, send, length);
   channel.acquire_slot();
-  if (length <= kFlaggedBytes) {
+  if (length <= kSelfSizedFlaggedBytes) {
     channel.write_flagged(send, length);
   } else {  // the block through the slot; its flagged first line says how long it is
     copy_to_shared(channel.slot(me), send, length);
@@ -231,8 +231,8 @@ void allgather_self_sized(ShmChannel& channel, const std::byte* send, std::byte*
   for (int d = 1; d < n; ++d) {
     const int j = (me + d) % n;
     std::byte* theirs = recv + static_cast<std::size_t>(j) * max_block;
-    const std::uint32_t got = channel.read_flagged_self_sized(j, theirs, max_block);
-    if (got > kFlaggedBytes) std::memcpy(theirs, channel.slot(j), got);
+    const std::uint32_t got = channel.read_flagged_self_sized(j, theirs, max_block, kSelfSizedFlaggedBytes);
+    if (got > kSelfSizedFlaggedBytes) std::memcpy(theirs, channel.slot(j), got);
   }
   channel.finish_step();
 }
