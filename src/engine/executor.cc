@@ -229,7 +229,8 @@ void Executor::reduce_gathered(const Response& response, void* output, const std
 void Executor::allgather(const Response& response, Entry& entry, const std::vector<const void*>* gathered) {
   const int n = comm_.size();
   const std::size_t row_bytes = static_cast<std::size_t>(row_elements(response.shape)) * element_size(response.dtype);
-  std::vector<std::size_t> recv_bytes(n);
+  std::vector<std::size_t>& recv_bytes = recv_sizes_;
+  recv_bytes.resize(n);
   std::int64_t rows = 0;
   for (int r = 0; r < n; ++r) {
     recv_bytes[r] = static_cast<std::size_t>(response.rank_rows[r]) * row_bytes;
@@ -263,8 +264,11 @@ void Executor::alltoall(const Response& response, Entry& entry, const std::vecto
   const int n = comm_.size();
   const int me = comm_.rank();
   const std::size_t row_bytes = static_cast<std::size_t>(row_elements(response.shape)) * element_size(response.dtype);
-  std::vector<std::size_t> send_bytes(n), recv_bytes(n);
-  std::vector<std::int64_t> received(n);
+  std::vector<std::size_t>& send_bytes = send_sizes_;
+  std::vector<std::size_t>& recv_bytes = recv_sizes_;
+  send_bytes.resize(n);
+  recv_bytes.resize(n);
+  std::vector<std::int64_t> received(n);  // handed to the caller with the output
   for (int r = 0; r < n; ++r) {
     send_bytes[r] = static_cast<std::size_t>(response.rank_rows[me * n + r]) * row_bytes;
     received[r] = response.rank_rows[r * n + me];
@@ -295,7 +299,8 @@ void Executor::reducescatter(const Response& response, Entry& entry, const std::
   const int n = comm_.size();
   const std::int64_t rows = response.shape[0];
   const std::size_t row = static_cast<std::size_t>(row_elements(response.shape));
-  std::vector<std::size_t> counts(n);
+  std::vector<std::size_t>& counts = recv_sizes_;
+  counts.resize(n);
   for (int r = 0; r < n; ++r) counts[r] = static_cast<std::size_t>(rows / n + (r < rows % n ? 1 : 0)) * row;
   Shape shape = response.shape;
   shape[0] = rows / n + (comm_.rank() < rows % n ? 1 : 0);
@@ -307,7 +312,8 @@ void Executor::reducescatter(const Response& response, Entry& entry, const std::
     const std::size_t esize = element_size(response.dtype);
     std::size_t offset = 0;
     for (int r = 0; r < comm_.rank(); ++r) offset += counts[r];
-    std::vector<const void*> blocks(n);
+    std::vector<const void*>& blocks = blocks_;
+    blocks.resize(n);
     for (int r = 0; r < n; ++r) blocks[r] = static_cast<const std::byte*>((*gathered)[r]) + offset * esize;
     reduce_many(out.data(), blocks.data(), n, counts[comm_.rank()], response.dtype, wire_op);
   } else {

@@ -71,6 +71,10 @@ class Executor {
 
   comm::Communicator& comm_;
   std::vector<std::byte> fusion_;
+  // Per-rank scratch of the single-entry collectives, kept across calls (an
+  // allocation is a noticeable part of a small blocking call).
+  std::vector<std::size_t> send_sizes_, recv_sizes_;
+  std::vector<const void*> blocks_;
   Phases phases_;
   bool timed_ = false;
 };
