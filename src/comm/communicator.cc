@@ -26,15 +26,17 @@ std::uint32_t self_sized_length(const void* block, std::size_t max_block, int se
   std::uint32_t length;
   std::memcpy(&length, block, sizeof length);
   if (length < sizeof length || length > max_block) {
-    throw InvalidArgumentError("rank " + std::to_string(sender) + " declares a block of " + std::to_string(length) + " bytes where 4 to " +
-                               std::to_string(max_block) + " are allowed");
+    throw InvalidArgumentError("rank " + std::to_string(sender) + " declares a block of " + std::to_string(length) +
+                               " bytes where 4 to " + std::to_string(max_block) + " are allowed");
   }
   return length;
 }
 
 void Communicator::allgather_self_sized(const void* send, void* recv, std::size_t max_block) {
   self_sized_length(send, max_block, rank());
-  const std::vector<std::size_t> sizes(static_cast<std::size_t>(size()), max_block);
+  // Reused: the engine's negotiation step calls this every cycle.
+  thread_local std::vector<std::size_t> sizes;
+  sizes.assign(static_cast<std::size_t>(size()), max_block);
   allgatherv(send, max_block, recv, sizes);
   for (int r = 0; r < size(); ++r)
     self_sized_length(static_cast<const std::byte*>(recv) + static_cast<std::size_t>(r) * max_block, max_block, r);
