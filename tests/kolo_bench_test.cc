@@ -295,6 +295,25 @@ TEST(KoloBench, CommModeMeasuresTheCommunicatorKoloBackendChooses) {
   }
 }
 
+// Large allreduces over kolo::Buffers take the shm communicator's in-place path,
+// over plain memory the slots: both must be right, across the 1 MiB threshold
+// and at a count that is no multiple of the pieces' alignment, in place too.
+TEST(KoloBench, CommModeReducesKoloAndPlainBuffersAlike) {
+  for (const std::string buffers : {"kolo", "plain"}) {
+    for (const bool in_place : {false, true}) {
+      std::vector<std::string> args = {"--mode", "comm", "--sizes", "512K,1M,3000004", "--warmup", "1",
+                                       "--iters", "2", "--check", "--json", "--buffers", buffers};
+      if (in_place) args.push_back("--in-place");
+      const ProcessResult run = kolo_bench(3, args);
+      ASSERT_EQ(run.exit_code, 0) << buffers << ": " << run.out << run.err;
+      const auto j = json_of(run);
+      EXPECT_EQ(j.at("extra").at("buffers"), buffers);
+      EXPECT_EQ(j.at("wrong_total"), 0) << buffers << " in_place=" << in_place;
+      EXPECT_EQ(j.at("results").size(), 3u);
+    }
+  }
+}
+
 TEST(KoloBench, RunsAsAJobOfOneWithoutKolorun) {
   const ProcessResult run = run_command(
       {KOLO_BENCH_PATH, "--mode", "comm", "--max-bytes", "1K", "--iters", "2", "--check", "--json"},
@@ -336,6 +355,7 @@ TEST(KoloBench, BadArgumentsExitWithUsageErrorAndAMessage) {
       {{"--mode", "api", "--op", "reducescatter", "--reduce", "max"}, "sum or avg"},
       {{"--mode", "step", "--dtype", "float64"}, "float32"},
       {{"--op", "broadcast", "--root", "5"}, "--root"},
+      {{"--mode", "comm", "--buffers", "pinned"}, "--buffers needs kolo or plain"},
   };
   for (const auto& c : cases) {
     std::vector<std::string> argv = {KOLO_BENCH_PATH};

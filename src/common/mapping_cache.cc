@@ -1,5 +1,6 @@
 #include "common/mapping_cache.h"
 
+#include <pthread.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -7,17 +8,42 @@
 #include <iterator>
 
 #include "common/env.h"
+#include "common/shareable_memory.h"
 
 namespace kolo::detail {
+namespace {
+
+// Buffers' mappings are private memory or shareable memfds; the latter also
+// close their file.
+void release(void* p, std::size_t length) noexcept {
+  if (!unmap_shareable(p, length)) ::munmap(p, length);
+}
+
+}  // namespace
 
 MappingCache::~MappingCache() {
-  for (const Kept& k : kept_) ::munmap(k.p, k.length);
+  for (const Kept& k : kept_) release(k.p, k.length);
 }
 
 MappingCache& MappingCache::process() {
-  static MappingCache* cache = new MappingCache(static_cast<std::size_t>(
-      std::max<std::int64_t>(0, env::get_int("KOLO_BUFFER_CACHE_BYTES", std::int64_t{512} << 20))));
+  static MappingCache* cache = [] {
+    auto* created = new MappingCache(static_cast<std::size_t>(
+        std::max<std::int64_t>(0, env::get_int("KOLO_BUFFER_CACHE_BYTES", std::int64_t{512} << 20))));
+    // Held across fork(); the child drops what was kept (shareable_memory.cc says why).
+    ::pthread_atfork([] { process().mutex_.lock(); }, [] { process().mutex_.unlock(); },
+                     [] { process().drop_all_in_child(); });
+    return created;
+  }();
   return *cache;
+}
+
+void MappingCache::drop_all_in_child() noexcept {
+  for (const Kept& k : kept_) {
+    if (!unmap_shareable_in_child(k.p, k.length)) ::munmap(k.p, k.length);
+  }
+  kept_.clear();
+  kept_bytes_ = 0;
+  mutex_.unlock();
 }
 
 void* MappingCache::take(std::size_t length) {
@@ -34,7 +60,7 @@ void* MappingCache::take(std::size_t length) {
 
 void MappingCache::give(void* p, std::size_t length) noexcept {
   if (length > limit_) {
-    ::munmap(p, length);
+    release(p, length);
     return;
   }
   std::vector<Kept> evicted;
@@ -52,8 +78,8 @@ void MappingCache::give(void* p, std::size_t length) noexcept {
     } catch (...) {  // no memory for the entry: then not kept
     }
   }
-  for (const Kept& k : evicted) ::munmap(k.p, k.length);
-  if (p != nullptr) ::munmap(p, length);
+  for (const Kept& k : evicted) release(k.p, k.length);
+  if (p != nullptr) release(p, length);
 }
 
 std::size_t MappingCache::kept_bytes() const {

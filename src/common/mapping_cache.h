@@ -34,6 +34,12 @@ class MappingCache {
   std::size_t kept_bytes() const;
 
  private:
+  // In a forked child: unmaps everything kept (see shareable_memory.cc).
+  void drop_all_in_child() noexcept;
+
+ public:
+
+ private:
   struct Kept {
     void* p;
     std::size_t length;

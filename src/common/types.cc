@@ -6,6 +6,7 @@
 #include <new>
 
 #include "common/mapping_cache.h"
+#include "common/shareable_memory.h"
 #include "kolo/error.h"
 
 namespace kolo {
@@ -82,8 +83,11 @@ constexpr std::size_t kHugePage = std::size_t{2} << 20;
 
 std::size_t mapping_bytes(std::size_t bytes) { return (bytes + kHugePage - 1) / kHugePage * kHugePage; }
 
+// Shareable (a memfd, which peers on this host can map: common/shareable_memory.h)
+// unless switched off or refused; private anonymous memory otherwise.
 std::byte* map_aligned(std::size_t bytes) {
   const std::size_t length = mapping_bytes(bytes);
+  if (void* shared = detail::map_shareable(length, kHugePage)) return static_cast<std::byte*>(shared);
   // Over-map by one huge page so that an aligned start exists, then trim.
   void* raw = ::mmap(nullptr, length + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (raw == MAP_FAILED) throw std::bad_alloc();

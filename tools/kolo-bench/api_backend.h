@@ -4,19 +4,26 @@
 #pragma once
 
 #include "core/driver.h"
+#include "kolo_types.h"
 
 namespace kolo::bench {
 
 // Requires kolo::init() to have run.
 class ApiBackend : public Backend {
  public:
+  explicit ApiBackend(BufferKind buffers) : buffers_(buffers) {}
   int rank() const override;
   int size() const override;
   std::string label() const override { return "kolo-api"; }
   void validate(const BenchOptions& options) const override;
+  std::map<std::string, std::string> details() const override { return {{"buffers", to_string(buffers_)}}; }
+  BufferMemory allocate(std::size_t bytes) override { return allocate_as(buffers_, bytes); }
   RunOnce prepare(const BenchOptions& options, const SizePoint& point, void* send, void* recv) override;
   void barrier() override;
   std::int64_t sum_over_ranks(std::int64_t value) override;
+
+ private:
+  BufferKind buffers_;
 };
 
 }  // namespace kolo::bench

@@ -28,9 +28,12 @@ BenchCommunicator make_bench_communicator() {
   return bench;
 }
 
-CommBackend::CommBackend(BenchCommunicator comm) : store_(std::move(comm.store)), comm_(std::move(comm.comm)) {}
+CommBackend::CommBackend(BenchCommunicator comm, BufferKind buffers)
+    : store_(std::move(comm.store)), comm_(std::move(comm.comm)), buffers_(buffers) {}
 
-std::map<std::string, std::string> CommBackend::details() const { return {{"communicator", comm_->name()}}; }
+std::map<std::string, std::string> CommBackend::details() const {
+  return {{"communicator", comm_->name()}, {"buffers", to_string(buffers_)}};
+}
 
 void CommBackend::validate(const BenchOptions& o) const {
   if (o.reduce == ReduceKind::Average)

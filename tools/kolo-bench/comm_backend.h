@@ -7,6 +7,7 @@
 
 #include "comm/communicator.h"
 #include "core/driver.h"
+#include "kolo_types.h"
 #include "store/store.h"
 
 namespace kolo::bench {
@@ -26,12 +27,13 @@ BenchCommunicator make_bench_communicator();
 
 class CommBackend : public Backend {
  public:
-  explicit CommBackend(BenchCommunicator comm);
+  CommBackend(BenchCommunicator comm, BufferKind buffers);
   int rank() const override { return comm_->rank(); }
   int size() const override { return comm_->size(); }
   std::string label() const override { return "kolo-comm"; }
   std::map<std::string, std::string> details() const override;
   void validate(const BenchOptions& options) const override;
+  BufferMemory allocate(std::size_t bytes) override { return allocate_as(buffers_, bytes); }
   RunOnce prepare(const BenchOptions& options, const SizePoint& point, void* send, void* recv) override;
   void barrier() override { comm_->barrier(); }
   std::int64_t sum_over_ranks(std::int64_t value) override;
@@ -41,6 +43,7 @@ class CommBackend : public Backend {
  private:
   std::unique_ptr<store::StoreClient> store_;  // outlives comm_
   std::unique_ptr<comm::Communicator> comm_;
+  BufferKind buffers_;
 };
 
 }  // namespace kolo::bench

@@ -1,5 +1,10 @@
 #include "kolo_types.h"
 
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string>
+
 namespace kolo::bench {
 
 DataType to_kolo(ElemType type) {
@@ -24,6 +29,21 @@ ReduceOp to_kolo(ReduceKind kind) {
     case ReduceKind::Max: return ReduceOp::Max;
   }
   return ReduceOp::Sum;
+}
+
+BufferKind parse_buffer_kind(const std::string& text) {
+  if (text == "kolo") return BufferKind::Kolo;
+  if (text == "plain") return BufferKind::Plain;
+  throw UsageError("--buffers needs kolo or plain, got '" + text + "'");
+}
+
+const char* to_string(BufferKind kind) { return kind == BufferKind::Kolo ? "kolo" : "plain"; }
+
+BufferMemory allocate_as(BufferKind kind, std::size_t bytes) {
+  if (kind == BufferKind::Plain) return aligned_memory(bytes);
+  auto buffer = std::make_shared<Buffer>(DataType::UInt8, Shape{static_cast<std::int64_t>(std::max<std::size_t>(64, bytes))});
+  std::memset(buffer->data(), 0, buffer->nbytes());  // fault the pages in before anything is timed
+  return BufferMemory(buffer, buffer->as<std::byte>());
 }
 
 }  // namespace kolo::bench

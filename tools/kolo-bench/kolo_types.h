@@ -2,11 +2,20 @@
 #pragma once
 
 #include "core/bench_types.h"
+#include "core/driver.h"
 #include "kolo/types.h"
 
 namespace kolo::bench {
 
 DataType to_kolo(ElemType type);
 ReduceOp to_kolo(ReduceKind kind);
+
+// Where kolo's backends put the sweep's buffers: plain aligned memory (memory
+// kolo did not allocate, such as a tensor library's), or kolo::Buffers (from
+// 2 MiB on, shareable memory that the shm communicator reduces in place).
+enum class BufferKind { Kolo, Plain };
+BufferKind parse_buffer_kind(const std::string& text);
+const char* to_string(BufferKind kind);
+BufferMemory allocate_as(BufferKind kind, std::size_t bytes);
 
 }  // namespace kolo::bench

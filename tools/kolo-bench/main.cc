@@ -37,11 +37,16 @@ struct KoloSession {
 int run(const std::vector<std::string>& args) {
   using namespace kolo::bench;
   Mode mode = Mode::Api;
+  BufferKind buffers = BufferKind::Kolo;
   const std::vector<ExtraFlag> extras = {
       {"--mode", "api|comm|step",
        "api: through kolo's public API (negotiation, cache, fusion); comm: the shared-memory communicator alone; "
        "step: ResNet-50's 161 gradients per step vs one fused allreduce (api)",
        [&](const std::string& v) { mode = parse_mode(v); }},
+      {"--buffers", "kolo|plain",
+       "kolo: the buffers are kolo::Buffers (shareable from 2 MiB, so the shm communicator reduces large ones in "
+       "place); plain: aligned_alloc memory, as a tensor library's (kolo)",
+       [&](const std::string& v) { buffers = parse_buffer_kind(v); }},
   };
   const BenchOptions options = parse_bench_options(args, extras);
   if (options.show_help) {
@@ -49,12 +54,12 @@ int run(const std::vector<std::string>& args) {
     return 0;
   }
   if (mode == Mode::Comm) {
-    CommBackend backend(make_bench_communicator());
+    CommBackend backend(make_bench_communicator(), buffers);
     return run_sweep(options, backend, "kolo-bench", std::cout);
   }
   KoloSession session;
   if (mode == Mode::Step) return run_training_step(options, std::cout);
-  ApiBackend backend;
+  ApiBackend backend(buffers);
   return run_sweep(options, backend, "kolo-bench", std::cout);
 }
 

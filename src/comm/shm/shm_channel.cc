@@ -94,6 +94,7 @@ ShmChannel::ShmChannel(JoinedSegment segment, int rank, const CommunicatorOption
     : mapping_(std::move(segment.mapping)),
       layout_(segment.layout),
       small_bytes_(segment.small_bytes),
+      mapped_bytes_(segment.mapped_bytes),
       rank_(rank),
       options_(options),
       step_(segment.first_step) {

@@ -30,6 +30,7 @@ class ShmChannel {
   int size() const { return layout_.size; }
   std::size_t slot_bytes() const { return layout_.slot_bytes; }
   std::size_t small_bytes() const { return small_bytes_; }
+  std::size_t mapped_bytes() const { return mapped_bytes_; }
   // More ranks than the CPUs they may run on together: a waiter then yields its
   // CPU at once, since the peer it waits for may be queued behind it.
   bool ranks_share_cpus() const { return oversubscribed_; }
@@ -106,6 +107,7 @@ class ShmChannel {
   Mapping mapping_;
   Layout layout_;
   std::size_t small_bytes_;
+  std::size_t mapped_bytes_;
   int rank_;
   CommunicatorOptions options_;
   std::uint32_t step_;

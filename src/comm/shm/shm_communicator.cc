@@ -11,7 +11,8 @@
 // progress counters, each on its own cache line, plus pid, state and an abort
 // reason), per rank two areas of flagged lines (small messages, below), then per
 // rank two data slots of `slot_bytes` each.
-// Tunables: KOLO_SHM_SLOT_BYTES (default 1 MiB), KOLO_SHM_SMALL_BYTES (64 KiB).
+// Tunables: KOLO_SHM_SLOT_BYTES (default 1 MiB), KOLO_SHM_SMALL_BYTES (64 KiB),
+// KOLO_SHM_MAPPED_BYTES (1 MiB).
 //
 // STEPS (shm_channel.cc). Every collective is a sequence of steps, numbered by a
 // counter that all ranks advance identically (the engine guarantees that all
@@ -30,6 +31,10 @@
 // acquire load of the counter).
 //
 // ALGORITHMS (shm_reductions.cc, shm_transfers.cc).
+// ALLREDUCE IN PLACE OF THE BUFFERS (>= mapped_bytes, when every rank's input
+// and output are shareable memory, as large kolo::Buffers are): no slots; each
+// rank maps its peers' buffers and reduces its piece from all inputs into all
+// outputs (shm_mapped_allreduce.h). Otherwise:
 // ALLREDUCE, large (> small_bytes). The buffer is cut into chunks of one slot;
 // each chunk into `size` segments (cache-line aligned), segment j owned by rank j.
 // Per chunk (one step), on rank r:
@@ -96,12 +101,14 @@
 #include "comm/shm/shm_communicator.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <exception>
 #include <utility>
 #include <vector>
 
 #include "comm/shm/shm_channel.h"
 #include "comm/shm/shm_collectives.h"
+#include "comm/shm/shm_mapped_allreduce.h"
 #include "comm/shm/shm_segment.h"
 #include "common/env.h"
 #include "kolo/error.h"
@@ -113,13 +120,15 @@ using shm::ShmChannel;
 
 constexpr std::size_t kDefaultSlotBytes = std::size_t{1} << 20;
 constexpr std::size_t kDefaultSmallBytes = std::size_t{64} << 10;
+constexpr std::size_t kDefaultMappedBytes = std::size_t{1} << 20;
 
 class ShmCommunicator final : public Communicator {
  public:
   explicit ShmCommunicator(std::unique_ptr<ShmChannel> channel)
       : channel_(std::move(channel)),
         srcs_(static_cast<std::size_t>(channel_->size())),
-        run_srcs_(static_cast<std::size_t>(channel_->size())) {}
+        run_srcs_(static_cast<std::size_t>(channel_->size())),
+        mapped_(channel_->size()) {}
 
   int rank() const override { return channel_->rank(); }
   int size() const override { return channel_->size(); }
@@ -128,6 +137,10 @@ class ShmCommunicator final : public Communicator {
   void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op) override {
     run("allreduce", [&] {
       check_reduction(dtype, op);
+      if (count * element_size(dtype) >= channel_->mapped_bytes() &&
+          mapped_.run(*channel_, send, recv, count, dtype, op)) {
+        return;
+      }
       const Region whole{send, recv, count};
       shm::allreduce(*channel_, RegionList({&whole, 1}, element_size(dtype)), dtype, op, srcs_, run_srcs_);
     });
@@ -138,6 +151,10 @@ class ShmCommunicator final : public Communicator {
   void allreduce_regions(std::span<const Region> regions, DataType dtype, ReduceOp op) override {
     run("allreduce", [&] {
       check_reduction(dtype, op);
+      if (regions.size() == 1 && regions[0].count * element_size(dtype) >= channel_->mapped_bytes() &&
+          mapped_.run(*channel_, regions[0].send, regions[0].recv, regions[0].count, dtype, op)) {
+        return;
+      }
       shm::allreduce(*channel_, RegionList(regions, element_size(dtype)), dtype, op, srcs_, run_srcs_);
     });
   }
@@ -262,6 +279,7 @@ class ShmCommunicator final : public Communicator {
 
   std::unique_ptr<ShmChannel> channel_;
   std::vector<const void*> srcs_, run_srcs_;
+  shm::MappedAllreduce mapped_;
   std::exception_ptr failure_;
 };
 
@@ -269,6 +287,7 @@ shm::SegmentConfig config_from_env(int size) {
   shm::SegmentConfig config;
   auto slot = env::get_int("KOLO_SHM_SLOT_BYTES", static_cast<std::int64_t>(kDefaultSlotBytes));
   auto small = env::get_int("KOLO_SHM_SMALL_BYTES", static_cast<std::int64_t>(kDefaultSmallBytes));
+  auto mapped = env::get_int("KOLO_SHM_MAPPED_BYTES", static_cast<std::int64_t>(kDefaultMappedBytes));
   // Every rank needs at least a few cache lines per peer in a slot (the
   // per-peer sub-slots of reduce_scatter and alltoallv) and room for the
   // alltoallv size table.
@@ -278,6 +297,8 @@ shm::SegmentConfig config_from_env(int size) {
                                std::to_string(size) + " ranks (minimum " + std::to_string(min_slot) + ")");
   }
   if (small < 0) throw InvalidArgumentError("KOLO_SHM_SMALL_BYTES must not be negative");
+  if (mapped < 0) throw InvalidArgumentError("KOLO_SHM_MAPPED_BYTES must not be negative (0 turns the path off)");
+  config.mapped_bytes = mapped == 0 ? SIZE_MAX : static_cast<std::size_t>(mapped);
   // Tests only: start the step counters close to 2^32 to exercise wraparound.
   config.first_step = static_cast<std::uint32_t>(env::get_int("KOLO_SHM_FIRST_STEP", 0));
   config.slot_bytes = static_cast<std::size_t>(slot) / shm::kPageSize * shm::kPageSize;

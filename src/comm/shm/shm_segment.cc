@@ -98,13 +98,15 @@ JoinedSegment create_segment(const std::string& name, int size, const SegmentCon
     throw Error(system_error_text("cannot allocate " + std::to_string(layout.total_bytes) +
                                   " bytes of shared memory in /dev/shm" + name + " (is /dev/shm full?)"));
   }
-  JoinedSegment joined{map_shared(fd.get(), layout.total_bytes, true), layout, config.small_bytes, config.first_step};
+  JoinedSegment joined{map_shared(fd.get(), layout.total_bytes, true), layout, config.small_bytes, config.mapped_bytes,
+                       config.first_step};
   SegmentHeader& header = header_of(joined.mapping);
   header.size = static_cast<std::uint32_t>(size);
   header.slot_bytes = config.slot_bytes;
   header.small_bytes = config.small_bytes;
   header.total_bytes = layout.total_bytes;
   header.first_step = config.first_step;
+  header.mapped_bytes = config.mapped_bytes;
   for (int r = 0; r < size; ++r) {
     RankControl& c = control_of(joined.mapping, layout, r);
     for (Counter* counter : {&c.posted, &c.reduced, &c.consumed}) counter->value.store(config.first_step);
@@ -137,7 +139,8 @@ std::optional<JoinedSegment> try_attach(const std::string& name, int size) {
                 " bytes, expected " + std::to_string(layout.total_bytes) + "): it was not made by this kolo version");
   }
   ::madvise(mapping.base(), bytes, MADV_WILLNEED);
-  return JoinedSegment{std::move(mapping), layout, static_cast<std::size_t>(header.small_bytes), header.first_step};
+  return JoinedSegment{std::move(mapping), layout, static_cast<std::size_t>(header.small_bytes),
+                       static_cast<std::size_t>(header.mapped_bytes), header.first_step};
 }
 
 JoinedSegment attach_segment(const std::string& name, int rank, int size, Clock::time_point deadline,

@@ -35,6 +35,9 @@ class Mapping {
 struct SegmentConfig {
   std::size_t slot_bytes = 0;
   std::size_t small_bytes = 0;
+  // Allreduce of at least this many bytes over shareable memory on every rank
+  // reads and writes the ranks' buffers in place (shm_mapped_allreduce.cc).
+  std::size_t mapped_bytes = 0;
   // Step number the job starts at; every counter starts there. Only tests set it
   // (close to 2^32, to run through the counters' wraparound).
   std::uint32_t first_step = 0;
@@ -44,6 +47,7 @@ struct JoinedSegment {
   Mapping mapping;
   Layout layout;
   std::size_t small_bytes = 0;
+  std::size_t mapped_bytes = 0;
   std::uint32_t first_step = 0;
 };
 

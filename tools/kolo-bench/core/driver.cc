@@ -14,24 +14,6 @@
 namespace kolo::bench {
 namespace {
 
-// 64-byte aligned, so every backend sees the alignment a real tensor allocator gives.
-class AlignedBytes {
- public:
-  explicit AlignedBytes(std::size_t bytes) : bytes_(std::max<std::size_t>(64, (bytes + 63) / 64 * 64)) {
-    data_ = static_cast<std::byte*>(std::aligned_alloc(64, bytes_));
-    if (data_ == nullptr) throw std::bad_alloc();
-    std::memset(data_, 0, bytes_);  // fault the pages in before anything is timed
-  }
-  ~AlignedBytes() { std::free(data_); }
-  AlignedBytes(const AlignedBytes&) = delete;
-  AlignedBytes& operator=(const AlignedBytes&) = delete;
-  void* data() { return data_; }
-
- private:
-  std::size_t bytes_;
-  std::byte* data_;
-};
-
 using Clock = std::chrono::steady_clock;
 
 std::vector<double> time_iterations(const RunOnce& run, int iters) {
@@ -49,6 +31,15 @@ bool result_in_send(const BenchOptions& o) { return o.in_place || o.collective =
 
 }  // namespace
 
+// 64-byte aligned, so every backend sees the alignment a real tensor allocator gives.
+BufferMemory aligned_memory(std::size_t bytes) {
+  const std::size_t rounded = std::max<std::size_t>(64, (bytes + 63) / 64 * 64);
+  auto* p = static_cast<std::byte*>(std::aligned_alloc(64, rounded));
+  if (p == nullptr) throw std::bad_alloc();
+  std::memset(p, 0, rounded);  // fault the pages in before anything is timed
+  return BufferMemory(p, [](std::byte* q) { std::free(q); });
+}
+
 int run_sweep(const BenchOptions& o, Backend& backend, const std::string& program, std::ostream& out) {
   backend.validate(o);
   const int rank = backend.rank();
@@ -62,10 +53,10 @@ int run_sweep(const BenchOptions& o, Backend& backend, const std::string& progra
     max_recv = std::max(max_recv, p.recv_count);
   }
   const std::size_t elem = elem_size(o.type);
-  AlignedBytes send(max_send * elem);
-  std::unique_ptr<AlignedBytes> separate_recv;
-  if (!result_in_send(o)) separate_recv = std::make_unique<AlignedBytes>(max_recv * elem);
-  void* recv = separate_recv ? separate_recv->data() : send.data();
+  const BufferMemory send_memory = backend.allocate(max_send * elem);
+  const BufferMemory recv_memory = result_in_send(o) ? send_memory : backend.allocate(max_recv * elem);
+  void* const send = send_memory.get();
+  void* const recv = recv_memory.get();
 
   // Only rank 0 prints; the others still run the whole protocol.
   std::ostringstream discard;
@@ -73,9 +64,9 @@ int run_sweep(const BenchOptions& o, Backend& backend, const std::string& progra
   reporter.begin();
   std::int64_t total_wrong = 0;
   for (const auto& p : points) {
-    fill_input(o, p, rank, send.data());
+    fill_input(o, p, rank, send);
     if (!result_in_send(o)) poison(o.type, recv, p.recv_count);
-    RunOnce run = backend.prepare(o, p, send.data(), recv);
+    RunOnce run = backend.prepare(o, p, send, recv);
     backend.barrier();
     for (int i = 0; i < p.warmup; ++i) run();
     backend.barrier();
@@ -83,7 +74,7 @@ int run_sweep(const BenchOptions& o, Backend& backend, const std::string& progra
     std::int64_t wrong = -1;
     if (o.check) {
       // The timed runs may have changed an in-place input: start again from a known one.
-      fill_input(o, p, rank, send.data());
+      fill_input(o, p, rank, send);
       if (!result_in_send(o)) poison(o.type, recv, p.recv_count);
       backend.barrier();
       const void* result = run();

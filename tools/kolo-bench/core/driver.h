@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <ostream>
 #include <string>
 
@@ -18,6 +19,10 @@ namespace kolo::bench {
 // buffer, or memory the backend owns such as a kolo::Buffer).
 using RunOnce = std::function<const void*()>;
 
+// One of the sweep's buffers: 64-byte aligned, zeroed, its pages faulted in.
+using BufferMemory = std::shared_ptr<std::byte>;
+BufferMemory aligned_memory(std::size_t bytes);
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -28,6 +33,10 @@ class Backend {
   virtual std::map<std::string, std::string> details() const { return {}; }
   // Throws UsageError when this backend cannot run these options.
   virtual void validate(const BenchOptions& options) const = 0;
+  // Where the sweep's send and receive buffers live: plain aligned memory unless
+  // the library allocates its own (kolo::Buffers, which kolo can share between
+  // the ranks of a host).
+  virtual BufferMemory allocate(std::size_t bytes) { return aligned_memory(bytes); }
   // Binds one size's buffers (send == recv when in place). Called once per size,
   // outside the timed region, so backends may build per-size state there.
   virtual RunOnce prepare(const BenchOptions& options, const SizePoint& point, void* send, void* recv) = 0;

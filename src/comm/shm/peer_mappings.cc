@@ -1,0 +1,60 @@
+#include "comm/shm/peer_mappings.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <string>
+
+namespace kolo::comm::shm {
+
+PeerMappings::~PeerMappings() {
+  for (const Entry& e : entries_) ::munmap(e.base, e.bytes);
+}
+
+void PeerMappings::drop(std::size_t index) noexcept {
+  ::munmap(entries_[index].base, entries_[index].bytes);
+  entries_.erase(entries_.begin() + static_cast<std::ptrdiff_t>(index));
+}
+
+std::byte* PeerMappings::map(int peer, int pid, int fd, std::uint64_t inode, std::uint64_t file_bytes) {
+  ++uses_;
+  for (std::size_t i = 0; i < entries_.size(); ++i) {
+    Entry& e = entries_[i];
+    if (e.peer != peer || e.fd != fd) continue;
+    if (e.pid == pid && e.inode == inode && e.bytes == file_bytes) {
+      e.last_use = uses_;
+      return e.base;
+    }
+    drop(i);  // the peer closed that file and the number now names another
+    break;
+  }
+  if (pid <= 0 || fd < 0 || file_bytes == 0) return nullptr;
+  const std::string path = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(fd);
+  const int opened = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (opened < 0) return nullptr;
+  struct stat st {};
+  void* base = MAP_FAILED;
+  if (::fstat(opened, &st) == 0 && static_cast<std::uint64_t>(st.st_ino) == inode &&
+      static_cast<std::uint64_t>(st.st_size) >= file_bytes) {
+    base = ::mmap(nullptr, file_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, opened, 0);
+  }
+  ::close(opened);  // the mapping keeps the file
+  if (base == MAP_FAILED) return nullptr;
+  if (entries_.size() >= kMaxEntries) {
+    auto oldest = std::min_element(entries_.begin(), entries_.end(),
+                                   [](const Entry& a, const Entry& b) { return a.last_use < b.last_use; });
+    drop(static_cast<std::size_t>(oldest - entries_.begin()));
+  }
+  try {
+    entries_.push_back({peer, pid, fd, inode, file_bytes, static_cast<std::byte*>(base), uses_});
+  } catch (...) {
+    ::munmap(base, file_bytes);
+    throw;
+  }
+  return static_cast<std::byte*>(base);
+}
+
+}  // namespace kolo::comm::shm

@@ -1,0 +1,44 @@
+// The peers' shareable memory (common/shareable_memory.h) mapped into this
+// process, kept across calls: opening /proc/<pid>/fd/<n> and mapping costs tens
+// of microseconds and the first touch of every page a fault, and training
+// reduces the same buffers step after step.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace kolo::comm::shm {
+
+class PeerMappings {
+ public:
+  PeerMappings() = default;
+  ~PeerMappings();
+  PeerMappings(const PeerMappings&) = delete;
+  PeerMappings& operator=(const PeerMappings&) = delete;
+
+  // The whole of `peer`'s file (descriptor `fd` in process `pid`, inode `inode`,
+  // `file_bytes` long), mapped read-write; nullptr when it cannot be: the process
+  // is gone, this process may not open its descriptors (the same check as
+  // ptrace's), or the descriptor now names another file or a shorter one.
+  std::byte* map(int peer, int pid, int fd, std::uint64_t inode, std::uint64_t file_bytes);
+
+  std::size_t mapped_files() const { return entries_.size(); }
+
+ private:
+  struct Entry {
+    int peer, pid, fd;
+    std::uint64_t inode, bytes;
+    std::byte* base;
+    std::uint64_t last_use;
+  };
+  // Mappings keep the peer's memory alive after it frees it, so only the most
+  // recently used are kept.
+  static constexpr std::size_t kMaxEntries = 64;
+  void drop(std::size_t index) noexcept;
+
+  std::vector<Entry> entries_;
+  std::uint64_t uses_ = 0;
+};
+
+}  // namespace kolo::comm::shm

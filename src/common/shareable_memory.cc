@@ -1,0 +1,145 @@
+#include "common/shareable_memory.h"
+
+#include <pthread.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <iterator>
+#include <map>
+#include <mutex>
+
+#include "common/env.h"
+#include "common/mapping_cache.h"
+
+namespace kolo::detail {
+namespace {
+
+struct Region {
+  std::size_t length;
+  int fd;
+  std::uint64_t inode;
+};
+
+// Shareable mappings by start address. Looked up once per large collective and
+// changed once per fresh large Buffer (the mapping cache reuses them), so a
+// plain mutex is enough.
+struct Registry {
+  std::mutex mutex;
+  std::map<std::uintptr_t, Region> regions;
+};
+
+Registry& registry();
+
+// A forked child would share its copy of every shareable Buffer with its
+// parent (a MAP_SHARED mapping is inherited as such), where private memory is
+// copy-on-write: a child filling "its" Buffer would change the parent's, and two
+// children taking the same cached mapping would write into each other's (a torch
+// DataLoader worker, a test harness forking ranks). So in the child the mapping
+// cache first unmaps what it kept (its fork handler runs first: it is
+// registered first, below), then each live shareable mapping is replaced by a
+// private copy of its contents at the same address, and the files are
+// forgotten. The registry's lock is held across fork() so that the child never
+// finds it taken by a thread that does not exist there.
+void privatize_in_child() {
+  auto& regions = registry().regions;
+  for (const auto& [address, region] : regions) {
+    void* const at = reinterpret_cast<void*>(address);
+    void* copy = ::mmap(nullptr, region.length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (copy != MAP_FAILED) {
+      std::memcpy(copy, at, region.length);
+      if (::mremap(copy, region.length, region.length, MREMAP_MAYMOVE | MREMAP_FIXED, at) == MAP_FAILED) {
+        ::munmap(copy, region.length);
+      }
+    }
+    ::close(region.fd);
+  }
+  regions.clear();
+  registry().mutex.unlock();
+}
+
+Registry& registry() {
+  static Registry* r = [] {
+    MappingCache::process();  // its fork handlers first
+    auto* created = new Registry();  // never destroyed: Buffers may be released during exit
+    ::pthread_atfork([] { registry().mutex.lock(); }, [] { registry().mutex.unlock(); }, privatize_in_child);
+    return created;
+  }();
+  return *r;
+}
+
+bool enabled() {
+  static const bool on = env::get_bool("KOLO_SHAREABLE_BUFFERS", true);
+  return on;
+}
+
+}  // namespace
+
+void* map_shareable(std::size_t length, std::size_t alignment) {
+  if (!enabled() || length == 0) return nullptr;
+  const int fd = ::memfd_create("kolo-buffer", MFD_CLOEXEC);
+  if (fd < 0) return nullptr;
+  struct stat st {};
+  if (::ftruncate(fd, static_cast<off_t>(length)) != 0 || ::fstat(fd, &st) != 0) {
+    ::close(fd);
+    return nullptr;
+  }
+  // Reserve address space with room for an aligned start, then put the memfd
+  // there and give back the rest.
+  void* raw = ::mmap(nullptr, length + alignment, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (raw == MAP_FAILED) {
+    ::close(fd);
+    return nullptr;
+  }
+  const auto start = reinterpret_cast<std::uintptr_t>(raw);
+  const auto aligned = (start + alignment - 1) / alignment * alignment;
+  void* p = ::mmap(reinterpret_cast<void*>(aligned), length, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
+  if (aligned > start) ::munmap(raw, aligned - start);
+  const auto end = start + length + alignment;
+  if (end > aligned + length) ::munmap(reinterpret_cast<void*>(aligned + length), end - (aligned + length));
+  if (p == MAP_FAILED) {
+    ::close(fd);
+    return nullptr;
+  }
+  ::madvise(p, length, MADV_HUGEPAGE);  // a hint: shmem takes it only where the system allows
+  try {
+    std::lock_guard lock(registry().mutex);
+    registry().regions[aligned] = Region{length, fd, static_cast<std::uint64_t>(st.st_ino)};
+  } catch (...) {
+    ::munmap(p, length);
+    ::close(fd);
+    return nullptr;
+  }
+  return p;
+}
+
+bool unmap_shareable_in_child(void* p, std::size_t length) noexcept {
+  auto& regions = registry().regions;
+  auto it = regions.find(reinterpret_cast<std::uintptr_t>(p));
+  if (it == regions.end()) return false;
+  const int fd = it->second.fd;
+  regions.erase(it);
+  ::munmap(p, length);
+  ::close(fd);
+  return true;
+}
+
+bool unmap_shareable(void* p, std::size_t length) noexcept {
+  std::lock_guard lock(registry().mutex);
+  return unmap_shareable_in_child(p, length);  // the same, under the lock
+}
+
+std::optional<ShareableLocation> find_shareable(const void* p, std::size_t bytes) {
+  const auto address = reinterpret_cast<std::uintptr_t>(p);
+  std::lock_guard lock(registry().mutex);
+  auto& regions = registry().regions;
+  auto it = regions.upper_bound(address);
+  if (it == regions.begin()) return std::nullopt;
+  it = std::prev(it);
+  const std::uintptr_t offset = address - it->first;
+  if (offset > it->second.length || bytes > it->second.length - offset) return std::nullopt;
+  return ShareableLocation{it->second.fd, it->second.inode, it->second.length, offset};
+}
+
+}  // namespace kolo::detail

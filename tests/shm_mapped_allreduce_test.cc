@@ -1,0 +1,342 @@
+// The shared-memory communicator's allreduce in place of the ranks' buffers
+// (comm/shm/shm_mapped_allreduce.h): large kolo::Buffers are shareable memfds,
+// peers map them through /proc, and the reduction reads and writes every rank's
+// buffers where they lie. On real processes: the same bits as the slot path,
+// and every way it cannot run (plain memory on one rank, a malformed table, a
+// rank not allowed to open its peers' files, a peer dying mid-call) ends on
+// every rank alike, in the slot path or an error, never in a hang or a crash.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "comm/regions.h"
+#include "comm/shm/peer_mappings.h"
+#include "comm/shm/shm_channel.h"
+#include "comm/shm/shm_collectives.h"
+#include "comm/shm/shm_communicator.h"
+#include "comm/shm/shm_mapped_allreduce.h"
+#include "comm/shm/shm_segment.h"
+#include "common/shareable_memory.h"
+#include "harness/multiprocess.h"
+#include "kolo/error.h"
+#include "kolo/types.h"
+
+namespace kolo::comm::shm {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr std::size_t kMiB = std::size_t{1} << 20;
+
+TEST(ShareableMemory, LargeBuffersAreShareableAndSmallOnesAreNot) {
+  Buffer large(DataType::Float32, Shape{std::int64_t{1} << 20});  // 4 MiB
+  const auto at = detail::find_shareable(large.as<std::byte>() + 128, 4096);
+  ASSERT_TRUE(at.has_value());
+  EXPECT_GE(at->fd, 0);
+  EXPECT_EQ(at->offset, 128u);
+  EXPECT_GE(at->file_bytes, large.nbytes());
+  EXPECT_NE(at->inode, 0u);
+  // Past the end of the file: not one shareable range.
+  EXPECT_FALSE(detail::find_shareable(large.as<std::byte>() + 128, at->file_bytes).has_value());
+  Buffer small(DataType::Float32, Shape{1000});
+  EXPECT_FALSE(detail::find_shareable(small.data(), small.nbytes()).has_value());
+  int on_stack = 0;
+  EXPECT_FALSE(detail::find_shareable(&on_stack, sizeof on_stack).has_value());
+}
+
+TEST(ShareableMemory, UnmappingClosesTheFileAndForgetsTheRange) {
+  void* p = detail::map_shareable(4 * kMiB, 2 * kMiB);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % (2 * kMiB), 0u);
+  const auto at = detail::find_shareable(p, 4 * kMiB);
+  ASSERT_TRUE(at.has_value());
+  std::memset(p, 7, 4 * kMiB);  // writable, whole
+  EXPECT_TRUE(detail::unmap_shareable(p, 4 * kMiB));
+  EXPECT_EQ(::fcntl(at->fd, F_GETFD), -1);
+  EXPECT_FALSE(detail::find_shareable(p, 1).has_value());
+  int other = 0;
+  EXPECT_FALSE(detail::unmap_shareable(&other, sizeof other));
+}
+
+// fork() keeps its meaning for Buffers: the child gets a copy, as of private
+// memory, not the parent's memory (nor, through the mapping cache, a sibling's).
+TEST(ShareableMemory, AForkedChildGetsItsOwnCopyOfEachBuffer) {
+  Buffer live(DataType::UInt8, Shape{std::int64_t{3} << 20});
+  std::memset(live.data(), 1, live.nbytes());
+  { Buffer released(DataType::UInt8, Shape{std::int64_t{4} << 20}); }  // kept by the mapping cache
+  const pid_t child = ::fork();
+  if (child == 0) {
+    const bool saw_parents = live.as<std::uint8_t>()[live.nbytes() - 1] == 1;
+    std::memset(live.data(), 2, live.nbytes());
+    Buffer reused(DataType::UInt8, Shape{std::int64_t{4} << 20});
+    std::memset(reused.data(), 3, reused.nbytes());
+    const bool private_now = !detail::find_shareable(live.data(), 1).has_value();
+    ::_exit(saw_parents && private_now ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_EQ(live.as<std::uint8_t>()[0], 1);
+  EXPECT_EQ(live.as<std::uint8_t>()[live.nbytes() - 1], 1);
+  Buffer reused = Buffer::uninitialized(DataType::UInt8, Shape{std::int64_t{4} << 20});
+  EXPECT_NE(reused.as<std::uint8_t>()[0], 3);  // the child's writes went to its own memory
+  EXPECT_TRUE(detail::find_shareable(live.data(), live.nbytes()).has_value());
+}
+
+TEST(PeerMappings, MapsAFileOnceAndSeesItsWrites) {
+  Buffer file(DataType::UInt8, Shape{std::int64_t{2} << 20});
+  char* p = file.as<char>();
+  const auto at = detail::find_shareable(p, file.nbytes());
+  ASSERT_TRUE(at.has_value());
+  {
+    PeerMappings mappings;
+    std::byte* mapped = mappings.map(1, ::getpid(), at->fd, at->inode, at->file_bytes);
+    ASSERT_NE(mapped, nullptr);
+    EXPECT_NE(static_cast<void*>(mapped), static_cast<void*>(p));  // another mapping of the same memory
+    p[12345] = 42;
+    EXPECT_EQ(static_cast<char>(mapped[12345]), 42);
+    mapped[777] = std::byte{9};
+    EXPECT_EQ(p[777], 9);
+    EXPECT_EQ(mappings.map(1, ::getpid(), at->fd, at->inode, at->file_bytes), mapped);
+    EXPECT_EQ(mappings.mapped_files(), 1u);
+  }
+}
+
+TEST(PeerMappings, RefusesAnotherFileALongerOneOrAGoneProcess) {
+  Buffer file(DataType::UInt8, Shape{std::int64_t{2} << 20});
+  char* p = file.as<char>();
+  const auto at = detail::find_shareable(p, file.nbytes());
+  ASSERT_TRUE(at.has_value());
+  PeerMappings mappings;
+  EXPECT_EQ(mappings.map(1, ::getpid(), at->fd, at->inode + 1, at->file_bytes), nullptr);  // not that file
+  EXPECT_EQ(mappings.map(1, ::getpid(), at->fd, at->inode, at->file_bytes * 2), nullptr);  // shorter than said
+  EXPECT_EQ(mappings.map(1, ::getpid(), 1 << 20, at->inode, at->file_bytes), nullptr);     // no such descriptor
+  const pid_t gone = ::fork();
+  if (gone == 0) ::_exit(0);
+  ::waitpid(gone, nullptr, 0);
+  EXPECT_EQ(mappings.map(1, gone, at->fd, at->inode, at->file_bytes), nullptr);
+  EXPECT_EQ(mappings.map(1, -1, at->fd, at->inode, at->file_bytes), nullptr);
+  EXPECT_EQ(mappings.mapped_files(), 0u);
+}
+
+// ---- the collective, on real processes ----------------------------------------------------
+
+ShmChannel join_channel(int rank, int size) {
+  return ShmChannel(join_segment(segment_name(std::getenv("KOLO_JOB_ID")), rank, size,
+                                 SegmentConfig{.slot_bytes = 64 << 10, .small_bytes = 4096, .mapped_bytes = kMiB},
+                                 10s),
+                    rank, CommunicatorOptions{});
+}
+
+void run_job(int size, const std::function<void(int)>& body) {
+  testing::SpawnOptions options;
+  options.use_store = false;
+  options.timeout = 60s;
+  testing::run_ranks(size, body, options);
+}
+
+// Deterministic inputs with a spread of magnitudes, so that a different order
+// of summation would show in the bits.
+void fill(Buffer& b, int rank) {
+  const std::size_t n = b.nbytes() / element_size(b.dtype());
+  for (std::size_t i = 0; i < n; ++i) {
+    const double v = static_cast<double>((rank * 7919 + i * 31) % 1001) * 0.37 - 50.0 + (i % 3 == 0 ? 1e5 : 0.0);
+    switch (b.dtype()) {
+      case DataType::Float32: b.as<float>()[i] = static_cast<float>(v); break;
+      case DataType::Int32: b.as<std::int32_t>()[i] = static_cast<std::int32_t>(v); break;
+      case DataType::Float16: b.as<std::uint16_t>()[i] = static_cast<std::uint16_t>(0x3c00 + (i + rank * 5) % 500); break;
+      default: FAIL() << "no filler for " << to_string(b.dtype());
+    }
+  }
+}
+
+// What a rank entering the call publishes for `data` (in place), sent by hand:
+// the tests below play a rank that publishes and then misbehaves.
+void publish_by_hand(ShmChannel& channel, const Buffer& data, std::uint64_t offset) {
+  MappedAllreduce::Published mine{};
+  mine.pid = static_cast<std::int32_t>(::getpid());
+  mine.usable = 1;
+  const auto at = detail::find_shareable(data.data(), data.nbytes());
+  ASSERT_TRUE(at.has_value());
+  mine.send = {at->fd, 0, at->inode, at->file_bytes, offset};
+  mine.recv = mine.send;
+  std::vector<MappedAllreduce::Published> table(static_cast<std::size_t>(channel.size()));
+  const std::vector<std::size_t> sizes(table.size(), sizeof mine);
+  gather(channel, reinterpret_cast<const std::byte*>(&mine), reinterpret_cast<std::byte*>(table.data()), sizes, -1);
+}
+
+// The slot path's result for `input`: the reference, bit for bit.
+Buffer slot_allreduce(ShmChannel& channel, const Buffer& input, ReduceOp op) {
+  Buffer out = Buffer::uninitialized(input.dtype(), input.shape());
+  std::vector<const void*> srcs(static_cast<std::size_t>(channel.size())), run_srcs(srcs.size());
+  const Region whole{input.data(), out.data(), out.nbytes() / element_size(out.dtype())};
+  allreduce(channel, RegionList({&whole, 1}, element_size(out.dtype())), out.dtype(), op, srcs, run_srcs);
+  return out;
+}
+
+::testing::AssertionResult same_bytes(const Buffer& a, const Buffer& b) {
+  if (a.nbytes() != b.nbytes()) return ::testing::AssertionFailure() << a.nbytes() << " bytes against " << b.nbytes();
+  const auto* x = a.as<std::uint8_t>();
+  const auto* y = b.as<std::uint8_t>();
+  for (std::size_t i = 0; i < a.nbytes(); ++i) {
+    if (x[i] != y[i]) return ::testing::AssertionFailure() << "first difference at byte " << i << " of " << a.nbytes();
+  }
+  return ::testing::AssertionSuccess();
+}
+
+TEST(ShmMappedAllreduce, GivesTheSlotPathsBitsInAndOutOfPlace) {
+  run_job(3, [](int rank) {
+    ShmChannel channel = join_channel(rank, 3);
+    MappedAllreduce mapped(3);
+    struct Case {
+      DataType dtype;
+      ReduceOp op;
+      std::int64_t count;  // no multiple of the pieces' 64-byte alignment
+    };
+    for (const Case c : {Case{DataType::Float32, ReduceOp::Sum, 700001}, Case{DataType::Int32, ReduceOp::Min, 600003},
+                         Case{DataType::Float16, ReduceOp::Max, 1100007}}) {
+      Buffer input(c.dtype, Shape{c.count});
+      fill(input, rank);
+      const Buffer expected = slot_allreduce(channel, input, c.op);
+      Buffer out(c.dtype, Shape{c.count});
+      ASSERT_TRUE(mapped.run(channel, input.data(), out.data(), static_cast<std::size_t>(c.count), c.dtype, c.op));
+      EXPECT_TRUE(same_bytes(out, expected)) << to_string(c.dtype) << " out of place, rank " << rank;
+      Buffer again = out;  // the input unchanged: a second call gives the same (cached mappings)
+      ASSERT_TRUE(mapped.run(channel, input.data(), out.data(), static_cast<std::size_t>(c.count), c.dtype, c.op));
+      EXPECT_TRUE(same_bytes(out, again));
+      ASSERT_TRUE(mapped.run(channel, input.data(), input.data(), static_cast<std::size_t>(c.count), c.dtype, c.op));
+      EXPECT_TRUE(same_bytes(input, expected)) << to_string(c.dtype) << " in place, rank " << rank;
+    }
+  });
+}
+
+TEST(ShmMappedAllreduce, APieceOfABufferAtAnOffsetIsReducedThere) {
+  run_job(2, [](int rank) {
+    ShmChannel channel = join_channel(rank, 2);
+    MappedAllreduce mapped(2);
+    Buffer big(DataType::Float32, Shape{1 << 21});  // 8 MiB, the ranks use different parts of it
+    const std::size_t offset = rank == 0 ? 1000 : 300017, count = 500000;
+    float* data = big.as<float>() + offset;
+    for (std::size_t i = 0; i < count; ++i) data[i] = static_cast<float>(i % 97) + static_cast<float>(rank);
+    ASSERT_TRUE(mapped.run(channel, data, data, count, DataType::Float32, ReduceOp::Sum));
+    for (std::size_t i = 0; i < count; ++i) ASSERT_EQ(data[i], 2.0f * static_cast<float>(i % 97) + 1.0f) << i;
+    EXPECT_EQ(big.as<float>()[offset - 1], 0.0f);  // nothing outside the range is touched
+    EXPECT_EQ(big.as<float>()[offset + count], 0.0f);
+  });
+}
+
+TEST(ShmMappedAllreduce, PlainMemoryOnOneRankTurnsEveryRankToTheSlotPath) {
+  run_job(2, [](int rank) {
+    ShmChannel channel = join_channel(rank, 2);
+    MappedAllreduce mapped(2);
+    const std::size_t count = 1 << 20;
+    Buffer shareable(DataType::Float32, Shape{static_cast<std::int64_t>(count)});
+    std::vector<float> plain(count, 1.0f);
+    float* data = rank == 1 ? plain.data() : shareable.as<float>();
+    std::fill(data, data + count, 1.0f);
+    EXPECT_FALSE(mapped.run(channel, data, data, count, DataType::Float32, ReduceOp::Sum));
+    EXPECT_EQ(data[count / 2], 1.0f);  // untouched
+    // Overlapping other than exactly: refused too.
+    EXPECT_FALSE(mapped.run(channel, shareable.as<float>(), shareable.as<float>() + 16, count - 16,
+                            DataType::Float32, ReduceOp::Sum));
+    barrier(channel);  // still in step
+  });
+}
+
+TEST(ShmMappedAllreduce, AMalformedTableIsRefusedByEveryRank) {
+  run_job(2, [](int rank) {
+    ShmChannel channel = join_channel(rank, 2);
+    const std::size_t count = 1 << 20;
+    Buffer data(DataType::Float32, Shape{static_cast<std::int64_t>(count)});
+    if (rank == 0) {
+      MappedAllreduce mapped(2);
+      EXPECT_FALSE(mapped.run(channel, data.data(), data.data(), count, DataType::Float32, ReduceOp::Sum));
+    } else {
+      // What a broken peer might publish: a buffer said to lie past its file's end.
+      publish_by_hand(channel, data, detail::find_shareable(data.data(), 1)->file_bytes - 64);
+    }
+    barrier(channel);
+  });
+}
+
+TEST(ShmMappedAllreduce, ARankNotAllowedToOpenItsPeersFilesTurnsEveryRankToTheSlotPath) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root, to run one rank as another user";
+  run_job(2, [](int rank) {
+    // Rank 0 drops to nobody before creating the segment (0600, so its own): it
+    // may not open root's /proc/<pid>/fd, while root may open its.
+    if (rank == 0) ASSERT_EQ(::setuid(65534), 0);
+    ShmChannel channel = join_channel(rank, 2);
+    MappedAllreduce mapped(2);
+    const std::size_t count = 1 << 20;
+    Buffer data(DataType::Float32, Shape{static_cast<std::int64_t>(count)});
+    std::fill(data.as<float>(), data.as<float>() + count, 2.0f);
+    EXPECT_FALSE(mapped.run(channel, data.data(), data.data(), count, DataType::Float32, ReduceOp::Sum));
+    EXPECT_FALSE(mapped.run(channel, data.data(), data.data(), count, DataType::Float32, ReduceOp::Sum));
+    EXPECT_EQ(data.as<float>()[count - 1], 2.0f);
+    const Buffer summed = slot_allreduce(channel, data, ReduceOp::Sum);
+    EXPECT_EQ(summed.as<float>()[count - 1], 4.0f);
+  });
+}
+
+TEST(ShmMappedAllreduce, APeerThatDiesMidCallFailsTheCallInsteadOfHanging) {
+  run_job(2, [](int rank) {
+    ShmChannel channel = join_channel(rank, 2);
+    const std::size_t count = 1 << 20;
+    Buffer data(DataType::Float32, Shape{static_cast<std::int64_t>(count)});
+    if (rank == 1) {
+      // Publish real buffers, as a rank entering the call does, then die.
+      publish_by_hand(channel, data, 0);
+      ::_exit(0);
+    }
+    MappedAllreduce mapped(2);
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_THROW(mapped.run(channel, data.data(), data.data(), count, DataType::Float32, ReduceOp::Sum),
+                 PeerFailureError);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 20s);
+  });
+}
+
+// Through the communicator: a large allreduce (and a one-region list, the
+// engine's direct path) over Buffers gives what the slot path gives.
+TEST(ShmMappedAllreduce, TheCommunicatorTakesItForLargeBuffersAndAgreesWithSlots) {
+  testing::SpawnOptions options;
+  options.use_store = false;
+  options.timeout = 60s;
+  testing::run_ranks(
+      2,
+      [](int rank) {
+        const std::string job = std::getenv("KOLO_JOB_ID");
+        ::setenv("KOLO_SHM_MAPPED_BYTES", "0", 1);
+        auto slots = make_shm_communicator(rank, 2, job + "-slots", {});
+        ::setenv("KOLO_SHM_MAPPED_BYTES", "1048576", 1);
+        auto comm = make_shm_communicator(rank, 2, job, {});
+        const std::int64_t count = 3 << 18;
+        Buffer input(DataType::Float32, Shape{count});
+        fill(input, rank);
+        Buffer expected(DataType::Float32, Shape{count}), out(DataType::Float32, Shape{count});
+        slots->allreduce(input.data(), expected.data(), count, DataType::Float32, ReduceOp::Sum);
+        comm->allreduce(input.data(), out.data(), count, DataType::Float32, ReduceOp::Sum);
+        EXPECT_TRUE(same_bytes(out, expected));
+        const Region one{input.data(), input.data(), static_cast<std::size_t>(count)};
+        comm->allreduce_regions({&one, 1}, DataType::Float32, ReduceOp::Sum);
+        EXPECT_TRUE(same_bytes(input, expected));
+      },
+      options);
+}
+
+TEST(ShmMappedAllreduce, ANegativeThresholdIsRefused) {
+  ::setenv("KOLO_SHM_MAPPED_BYTES", "-1", 1);
+  EXPECT_THROW(make_shm_communicator(0, 1, testing::make_job_id(), {}), InvalidArgumentError);
+  ::unsetenv("KOLO_SHM_MAPPED_BYTES");
+}
+
+}  // namespace
+}  // namespace kolo::comm::shm
