@@ -20,7 +20,10 @@ import subprocess
 import sys
 import time
 
-KOLO_PROGRAMS = ("kolo-comm", "kolo-api", "kolo-gloo")
+# kolo-comm and kolo-api time buffers kolo allocated (kolo::Buffers: shareable,
+# so large allreduces run in place of them); the -plain variants time memory
+# kolo did not allocate (aligned_alloc, as a tensor library's).
+KOLO_PROGRAMS = ("kolo-comm", "kolo-comm-plain", "kolo-api", "kolo-api-plain", "kolo-gloo")
 
 
 def parse_bytes(text):
@@ -82,8 +85,14 @@ def find_programs(args):
 
     if want("kolo-comm", kolo_bench):
         programs.append(Program("kolo-comm", lambda n: kolorun_argv(n, kolo_bench, "--mode", "comm")))
+    if want("kolo-comm-plain", kolo_bench):
+        programs.append(Program("kolo-comm-plain",
+                                lambda n: kolorun_argv(n, kolo_bench, "--mode", "comm", "--buffers", "plain")))
     if want("kolo-api", kolo_bench):
         programs.append(Program("kolo-api", lambda n: kolorun_argv(n, kolo_bench, "--mode", "api")))
+    if want("kolo-api-plain", kolo_bench):
+        programs.append(Program("kolo-api-plain",
+                                lambda n: kolorun_argv(n, kolo_bench, "--mode", "api", "--buffers", "plain")))
     if want("kolo-gloo", kolo_bench):  # kolo's own TCP communicator, alone
         programs.append(Program("kolo-gloo", lambda n: kolorun_argv(n, kolo_bench, "--mode", "comm"),
                                 env={"KOLO_BACKEND": "gloo"}))
@@ -242,7 +251,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=1, help="repeat the whole interleaved sweep (1)")
     ap.add_argument("--stat", default="mean", choices=["mean", "median", "min"],
                     help="iteration-time statistic (mean: nccl-tests; median resists load spikes; min is one rank's luckiest call, not a latency)")
-    ap.add_argument("--programs", default="kolo-comm,kolo-api,mpi-shm,mpi-tcp,gloo-ring,gloo-hd",
+    ap.add_argument("--programs", default="kolo-comm,kolo-comm-plain,kolo-api,mpi-shm,mpi-tcp,gloo-ring,gloo-hd",
                     help="which to run; kolo-gloo (kolo's TCP communicator alone) is also known")
     ap.add_argument("--gloo-algorithms", default="ring,halving-doubling")
     ap.add_argument("--bind", action="store_true",

@@ -35,7 +35,8 @@ std::byte* locate(PeerMappings& mappings, int peer, int pid, const MappedAllredu
 }  // namespace
 
 MappedAllreduce::MappedAllreduce(int size)
-    : table_(static_cast<std::size_t>(size)),
+    : pid_(static_cast<std::int32_t>(::getpid())),
+      table_(static_cast<std::size_t>(size)),
       published_sizes_(static_cast<std::size_t>(size), sizeof(Published)),
       sends_(static_cast<std::size_t>(size)),
       recvs_(static_cast<std::size_t>(size)),
@@ -63,7 +64,7 @@ bool MappedAllreduce::run(ShmChannel& channel, const void* send, void* recv, std
   const std::size_t es = element_size(dtype), bytes = count * es;
   // 1. Publish where this rank's buffers are.
   Published mine{};
-  mine.pid = static_cast<std::int32_t>(::getpid());
+  mine.pid = pid_;
   const auto send_at = detail::find_shareable(send, bytes);
   const auto recv_at = detail::find_shareable(recv, bytes);
   if (send_at && recv_at && (send == recv || !overlaps(send, bytes, recv, bytes))) {

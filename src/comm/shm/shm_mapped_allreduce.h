@@ -58,6 +58,7 @@ class MappedAllreduce {
  private:
   bool map_peers(ShmChannel& channel);
 
+  std::int32_t pid_;  // getpid() is a system call; a communicator never changes process
   std::vector<Published> table_, last_table_;
   bool last_mapped_ = false;
   std::vector<std::size_t> published_sizes_;
