@@ -1,8 +1,9 @@
 // Memory that the other processes of a host can map: large kolo::Buffers live in
 // memfds instead of private anonymous mappings, and this registry says which
 // file and offset holds a given address. The shared-memory communicator then
-// reduces large buffers by reading and writing every rank's memory where it lies
-// (comm/shm/peer_mappings.h) instead of copying it through the segment's slots,
+// reduces and gathers large buffers by reading and writing every rank's memory
+// where it lies (comm/shm/shm_in_place.h) instead of copying it through the
+// segment's slots,
 // as MPI_Alloc_mem or NCCL's registered buffers let those libraries do.
 // KOLO_SHAREABLE_BUFFERS=0 keeps large Buffers private (for comparisons).
 #pragma once

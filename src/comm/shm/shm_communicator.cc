@@ -31,10 +31,10 @@
 // acquire load of the counter).
 //
 // ALGORITHMS (shm_reductions.cc, shm_transfers.cc).
-// ALLREDUCE IN PLACE OF THE BUFFERS (>= mapped_bytes, when every rank's input
-// and output are shareable memory, as large kolo::Buffers are): no slots; each
-// rank maps its peers' buffers and reduces its piece from all inputs into all
-// outputs (shm_mapped_allreduce.h). Otherwise:
+// IN PLACE OF THE BUFFERS (>= mapped_bytes, when every rank's buffers are
+// shareable memory, as large kolo::Buffers are): no slots; each rank maps its
+// peers' buffers; allreduce reduces its piece from all inputs into all outputs,
+// allgatherv writes its block into every output (shm_in_place.h). Otherwise:
 // ALLREDUCE, large (> small_bytes). The buffer is cut into chunks of one slot;
 // each chunk into `size` segments (cache-line aligned), segment j owned by rank j.
 // Per chunk (one step), on rank r:
@@ -108,7 +108,7 @@
 
 #include "comm/shm/shm_channel.h"
 #include "comm/shm/shm_collectives.h"
-#include "comm/shm/shm_mapped_allreduce.h"
+#include "comm/shm/shm_in_place.h"
 #include "comm/shm/shm_segment.h"
 #include "common/env.h"
 #include "kolo/error.h"
@@ -128,7 +128,7 @@ class ShmCommunicator final : public Communicator {
       : channel_(std::move(channel)),
         srcs_(static_cast<std::size_t>(channel_->size())),
         run_srcs_(static_cast<std::size_t>(channel_->size())),
-        mapped_(channel_->size()) {}
+        exchange_(channel_->size()) {}
 
   int rank() const override { return channel_->rank(); }
   int size() const override { return channel_->size(); }
@@ -138,7 +138,7 @@ class ShmCommunicator final : public Communicator {
     run("allreduce", [&] {
       check_reduction(dtype, op);
       if (count * element_size(dtype) >= channel_->mapped_bytes() &&
-          mapped_.run(*channel_, send, recv, count, dtype, op)) {
+          shm::allreduce_in_place(*channel_, exchange_, send, recv, count, dtype, op, srcs_)) {
         return;
       }
       const Region whole{send, recv, count};
@@ -152,7 +152,8 @@ class ShmCommunicator final : public Communicator {
     run("allreduce", [&] {
       check_reduction(dtype, op);
       if (regions.size() == 1 && regions[0].count * element_size(dtype) >= channel_->mapped_bytes() &&
-          mapped_.run(*channel_, regions[0].send, regions[0].recv, regions[0].count, dtype, op)) {
+          shm::allreduce_in_place(*channel_, exchange_, regions[0].send, regions[0].recv, regions[0].count, dtype, op,
+                                  srcs_)) {
         return;
       }
       shm::allreduce(*channel_, RegionList(regions, element_size(dtype)), dtype, op, srcs_, run_srcs_);
@@ -174,7 +175,12 @@ class ShmCommunicator final : public Communicator {
     run("allgatherv", [&] {
       check_per_rank(recv_bytes, "recv_bytes");
       check_own_size(send_bytes, recv_bytes);
-      shm::gather(*channel_, static_cast<const std::byte*>(send), static_cast<std::byte*>(recv), recv_bytes, -1);
+      auto* const out = static_cast<std::byte*>(recv);
+      if (total_of(recv_bytes) >= channel_->mapped_bytes() &&
+          shm::allgather_in_place(*channel_, exchange_, static_cast<const std::byte*>(send), out, recv_bytes)) {
+        return;
+      }
+      shm::gather(*channel_, static_cast<const std::byte*>(send), out, recv_bytes, -1);
     });
   }
 
@@ -247,6 +253,12 @@ class ShmCommunicator final : public Communicator {
     }
   }
 
+  static std::size_t total_of(std::span<const std::size_t> sizes) {
+    std::size_t total = 0;
+    for (std::size_t s : sizes) total += s;
+    return total;
+  }
+
   // ---- argument checks (local; the engine has validated across ranks) -----------
   // They run before the first step, so a rejected call leaves the ranks in step.
 
@@ -279,7 +291,7 @@ class ShmCommunicator final : public Communicator {
 
   std::unique_ptr<ShmChannel> channel_;
   std::vector<const void*> srcs_, run_srcs_;
-  shm::MappedAllreduce mapped_;
+  shm::BufferExchange exchange_;
   std::exception_ptr failure_;
 };
 

@@ -1,5 +1,5 @@
-// The shared-memory communicator's allreduce in place of the ranks' buffers
-// (comm/shm/shm_mapped_allreduce.h): large kolo::Buffers are shareable memfds,
+// The shared-memory communicator's collectives in place of the ranks' buffers
+// (comm/shm/shm_in_place.h): large kolo::Buffers are shareable memfds,
 // peers map them through /proc, and the reduction reads and writes every rank's
 // buffers where they lie. On real processes: the same bits as the slot path,
 // and every way it cannot run (plain memory on one rank, a malformed table, a
@@ -22,7 +22,8 @@
 #include "comm/shm/shm_channel.h"
 #include "comm/shm/shm_collectives.h"
 #include "comm/shm/shm_communicator.h"
-#include "comm/shm/shm_mapped_allreduce.h"
+#include "comm/shm/shm_buffer_exchange.h"
+#include "comm/shm/shm_in_place.h"
 #include "comm/shm/shm_segment.h"
 #include "common/shareable_memory.h"
 #include "harness/multiprocess.h"
@@ -158,17 +159,27 @@ void fill(Buffer& b, int rank) {
   }
 }
 
+// One rank's side of the in-place allreduce, with its own exchange and scratch.
+struct InPlace {
+  explicit InPlace(int size) : exchange(size), srcs(static_cast<std::size_t>(size)) {}
+  bool allreduce(ShmChannel& channel, const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op) {
+    return allreduce_in_place(channel, exchange, send, recv, count, dtype, op, srcs);
+  }
+  BufferExchange exchange;
+  std::vector<const void*> srcs;
+};
+
 // What a rank entering the call publishes for `data` (in place), sent by hand:
 // the tests below play a rank that publishes and then misbehaves.
 void publish_by_hand(ShmChannel& channel, const Buffer& data, std::uint64_t offset) {
-  MappedAllreduce::Published mine{};
+  BufferExchange::Published mine{};
   mine.pid = static_cast<std::int32_t>(::getpid());
   mine.usable = 1;
   const auto at = detail::find_shareable(data.data(), data.nbytes());
   ASSERT_TRUE(at.has_value());
   mine.send = {at->fd, 0, at->inode, at->file_bytes, offset};
   mine.recv = mine.send;
-  std::vector<MappedAllreduce::Published> table(static_cast<std::size_t>(channel.size()));
+  std::vector<BufferExchange::Published> table(static_cast<std::size_t>(channel.size()));
   const std::vector<std::size_t> sizes(table.size(), sizeof mine);
   gather(channel, reinterpret_cast<const std::byte*>(&mine), reinterpret_cast<std::byte*>(table.data()), sizes, -1);
 }
@@ -192,10 +203,10 @@ Buffer slot_allreduce(ShmChannel& channel, const Buffer& input, ReduceOp op) {
   return ::testing::AssertionSuccess();
 }
 
-TEST(ShmMappedAllreduce, GivesTheSlotPathsBitsInAndOutOfPlace) {
+TEST(ShmInPlace, AllreduceGivesTheSlotPathsBitsInAndOutOfPlace) {
   run_job(3, [](int rank) {
     ShmChannel channel = join_channel(rank, 3);
-    MappedAllreduce mapped(3);
+    InPlace mapped(3);
     struct Case {
       DataType dtype;
       ReduceOp op;
@@ -207,58 +218,58 @@ TEST(ShmMappedAllreduce, GivesTheSlotPathsBitsInAndOutOfPlace) {
       fill(input, rank);
       const Buffer expected = slot_allreduce(channel, input, c.op);
       Buffer out(c.dtype, Shape{c.count});
-      ASSERT_TRUE(mapped.run(channel, input.data(), out.data(), static_cast<std::size_t>(c.count), c.dtype, c.op));
+      ASSERT_TRUE(mapped.allreduce(channel, input.data(), out.data(), static_cast<std::size_t>(c.count), c.dtype, c.op));
       EXPECT_TRUE(same_bytes(out, expected)) << to_string(c.dtype) << " out of place, rank " << rank;
       Buffer again = out;  // the input unchanged: a second call gives the same (cached mappings)
-      ASSERT_TRUE(mapped.run(channel, input.data(), out.data(), static_cast<std::size_t>(c.count), c.dtype, c.op));
+      ASSERT_TRUE(mapped.allreduce(channel, input.data(), out.data(), static_cast<std::size_t>(c.count), c.dtype, c.op));
       EXPECT_TRUE(same_bytes(out, again));
-      ASSERT_TRUE(mapped.run(channel, input.data(), input.data(), static_cast<std::size_t>(c.count), c.dtype, c.op));
+      ASSERT_TRUE(mapped.allreduce(channel, input.data(), input.data(), static_cast<std::size_t>(c.count), c.dtype, c.op));
       EXPECT_TRUE(same_bytes(input, expected)) << to_string(c.dtype) << " in place, rank " << rank;
     }
   });
 }
 
-TEST(ShmMappedAllreduce, APieceOfABufferAtAnOffsetIsReducedThere) {
+TEST(ShmInPlace, AllreduceOfAPieceOfABufferAtAnOffsetStaysThere) {
   run_job(2, [](int rank) {
     ShmChannel channel = join_channel(rank, 2);
-    MappedAllreduce mapped(2);
+    InPlace mapped(2);
     Buffer big(DataType::Float32, Shape{1 << 21});  // 8 MiB, the ranks use different parts of it
     const std::size_t offset = rank == 0 ? 1000 : 300017, count = 500000;
     float* data = big.as<float>() + offset;
     for (std::size_t i = 0; i < count; ++i) data[i] = static_cast<float>(i % 97) + static_cast<float>(rank);
-    ASSERT_TRUE(mapped.run(channel, data, data, count, DataType::Float32, ReduceOp::Sum));
+    ASSERT_TRUE(mapped.allreduce(channel, data, data, count, DataType::Float32, ReduceOp::Sum));
     for (std::size_t i = 0; i < count; ++i) ASSERT_EQ(data[i], 2.0f * static_cast<float>(i % 97) + 1.0f) << i;
     EXPECT_EQ(big.as<float>()[offset - 1], 0.0f);  // nothing outside the range is touched
     EXPECT_EQ(big.as<float>()[offset + count], 0.0f);
   });
 }
 
-TEST(ShmMappedAllreduce, PlainMemoryOnOneRankTurnsEveryRankToTheSlotPath) {
+TEST(ShmInPlace, PlainMemoryOnOneRankTurnsEveryRankToTheSlotPath) {
   run_job(2, [](int rank) {
     ShmChannel channel = join_channel(rank, 2);
-    MappedAllreduce mapped(2);
+    InPlace mapped(2);
     const std::size_t count = 1 << 20;
     Buffer shareable(DataType::Float32, Shape{static_cast<std::int64_t>(count)});
     std::vector<float> plain(count, 1.0f);
     float* data = rank == 1 ? plain.data() : shareable.as<float>();
     std::fill(data, data + count, 1.0f);
-    EXPECT_FALSE(mapped.run(channel, data, data, count, DataType::Float32, ReduceOp::Sum));
+    EXPECT_FALSE(mapped.allreduce(channel, data, data, count, DataType::Float32, ReduceOp::Sum));
     EXPECT_EQ(data[count / 2], 1.0f);  // untouched
     // Overlapping other than exactly: refused too.
-    EXPECT_FALSE(mapped.run(channel, shareable.as<float>(), shareable.as<float>() + 16, count - 16,
+    EXPECT_FALSE(mapped.allreduce(channel, shareable.as<float>(), shareable.as<float>() + 16, count - 16,
                             DataType::Float32, ReduceOp::Sum));
     barrier(channel);  // still in step
   });
 }
 
-TEST(ShmMappedAllreduce, AMalformedTableIsRefusedByEveryRank) {
+TEST(ShmInPlace, AMalformedTableIsRefusedByEveryRank) {
   run_job(2, [](int rank) {
     ShmChannel channel = join_channel(rank, 2);
     const std::size_t count = 1 << 20;
     Buffer data(DataType::Float32, Shape{static_cast<std::int64_t>(count)});
     if (rank == 0) {
-      MappedAllreduce mapped(2);
-      EXPECT_FALSE(mapped.run(channel, data.data(), data.data(), count, DataType::Float32, ReduceOp::Sum));
+      InPlace mapped(2);
+      EXPECT_FALSE(mapped.allreduce(channel, data.data(), data.data(), count, DataType::Float32, ReduceOp::Sum));
     } else {
       // What a broken peer might publish: a buffer said to lie past its file's end.
       publish_by_hand(channel, data, detail::find_shareable(data.data(), 1)->file_bytes - 64);
@@ -267,26 +278,26 @@ TEST(ShmMappedAllreduce, AMalformedTableIsRefusedByEveryRank) {
   });
 }
 
-TEST(ShmMappedAllreduce, ARankNotAllowedToOpenItsPeersFilesTurnsEveryRankToTheSlotPath) {
+TEST(ShmInPlace, ARankNotAllowedToOpenItsPeersFilesTurnsEveryRankToTheSlotPath) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root, to run one rank as another user";
   run_job(2, [](int rank) {
     // Rank 0 drops to nobody before creating the segment (0600, so its own): it
     // may not open root's /proc/<pid>/fd, while root may open its.
     if (rank == 0) ASSERT_EQ(::setuid(65534), 0);
     ShmChannel channel = join_channel(rank, 2);
-    MappedAllreduce mapped(2);
+    InPlace mapped(2);
     const std::size_t count = 1 << 20;
     Buffer data(DataType::Float32, Shape{static_cast<std::int64_t>(count)});
     std::fill(data.as<float>(), data.as<float>() + count, 2.0f);
-    EXPECT_FALSE(mapped.run(channel, data.data(), data.data(), count, DataType::Float32, ReduceOp::Sum));
-    EXPECT_FALSE(mapped.run(channel, data.data(), data.data(), count, DataType::Float32, ReduceOp::Sum));
+    EXPECT_FALSE(mapped.allreduce(channel, data.data(), data.data(), count, DataType::Float32, ReduceOp::Sum));
+    EXPECT_FALSE(mapped.allreduce(channel, data.data(), data.data(), count, DataType::Float32, ReduceOp::Sum));
     EXPECT_EQ(data.as<float>()[count - 1], 2.0f);
     const Buffer summed = slot_allreduce(channel, data, ReduceOp::Sum);
     EXPECT_EQ(summed.as<float>()[count - 1], 4.0f);
   });
 }
 
-TEST(ShmMappedAllreduce, APeerThatDiesMidCallFailsTheCallInsteadOfHanging) {
+TEST(ShmInPlace, APeerThatDiesMidCallFailsTheCallInsteadOfHanging) {
   run_job(2, [](int rank) {
     ShmChannel channel = join_channel(rank, 2);
     const std::size_t count = 1 << 20;
@@ -296,17 +307,67 @@ TEST(ShmMappedAllreduce, APeerThatDiesMidCallFailsTheCallInsteadOfHanging) {
       publish_by_hand(channel, data, 0);
       ::_exit(0);
     }
-    MappedAllreduce mapped(2);
+    InPlace mapped(2);
     const auto start = std::chrono::steady_clock::now();
-    EXPECT_THROW(mapped.run(channel, data.data(), data.data(), count, DataType::Float32, ReduceOp::Sum),
+    EXPECT_THROW(mapped.allreduce(channel, data.data(), data.data(), count, DataType::Float32, ReduceOp::Sum),
                  PeerFailureError);
     EXPECT_LT(std::chrono::steady_clock::now() - start, 20s);
   });
 }
 
+// Rank r's block of an allgather: bytes that say whose and where.
+std::vector<std::byte> block_of(int rank, std::size_t bytes) {
+  std::vector<std::byte> block(bytes);
+  for (std::size_t i = 0; i < bytes; ++i) block[i] = static_cast<std::byte>((rank * 131 + i * 7) % 251);
+  return block;
+}
+
+TEST(ShmInPlace, AllgatherWritesEveryBlockIntoEveryOutputInAndOutOfPlace) {
+  run_job(3, [](int rank) {
+    ShmChannel channel = join_channel(rank, 3);
+    BufferExchange exchange(3);
+    const std::vector<std::size_t> sizes = {(1 << 21) + 3, 700001, 0};  // uneven, odd, one empty
+    std::size_t total = 0;
+    for (std::size_t b : sizes) total += b;
+    std::vector<std::size_t> offsets = prefix_offsets(sizes);
+    std::vector<std::byte> expected;
+    for (int j = 0; j < 3; ++j) {
+      const auto b = block_of(j, sizes[j]);
+      expected.insert(expected.end(), b.begin(), b.end());
+    }
+    const auto mine = block_of(rank, sizes[rank]);  // plain memory: only outputs need be shareable
+    Buffer out(DataType::UInt8, Shape{static_cast<std::int64_t>(total)});
+    ASSERT_TRUE(allgather_in_place(channel, exchange, mine.data(), out.as<std::byte>(), sizes));
+    EXPECT_EQ(std::memcmp(out.data(), expected.data(), total), 0) << "rank " << rank;
+    Buffer in_place(DataType::UInt8, Shape{static_cast<std::int64_t>(total)});
+    if (!mine.empty()) std::memcpy(in_place.as<std::byte>() + offsets[rank], mine.data(), mine.size());
+    ASSERT_TRUE(allgather_in_place(channel, exchange, in_place.as<std::byte>() + offsets[rank],
+                                   in_place.as<std::byte>(), sizes));
+    EXPECT_EQ(std::memcmp(in_place.data(), expected.data(), total), 0) << "rank " << rank << ", in place";
+  });
+}
+
+TEST(ShmInPlace, AllgatherIntoPlainMemoryOnOneRankTakesTheSlotPath) {
+  run_job(2, [](int rank) {
+    ShmChannel channel = join_channel(rank, 2);
+    BufferExchange exchange(2);
+    const std::vector<std::size_t> sizes(2, std::size_t{1} << 20);
+    const auto mine = block_of(rank, sizes[0]);
+    Buffer shareable(DataType::UInt8, Shape{std::int64_t{2} << 20});
+    std::vector<std::byte> plain(std::size_t{2} << 20);
+    std::byte* out = rank == 0 ? plain.data() : shareable.as<std::byte>();
+    EXPECT_FALSE(allgather_in_place(channel, exchange, mine.data(), out, sizes));
+    EXPECT_EQ(out[(std::size_t{3} << 19)], std::byte{0});  // nothing written
+    // A send block inside the output, but not at this rank's place: refused.
+    EXPECT_FALSE(allgather_in_place(channel, exchange, shareable.as<std::byte>() + 64, shareable.as<std::byte>(),
+                                    sizes));
+    barrier(channel);
+  });
+}
+
 // Through the communicator: a large allreduce (and a one-region list, the
-// engine's direct path) over Buffers gives what the slot path gives.
-TEST(ShmMappedAllreduce, TheCommunicatorTakesItForLargeBuffersAndAgreesWithSlots) {
+// engine's direct path) and allgatherv over Buffers give what the slot path gives.
+TEST(ShmInPlace, TheCommunicatorTakesItForLargeBuffersAndAgreesWithSlots) {
   testing::SpawnOptions options;
   options.use_store = false;
   options.timeout = 60s;
@@ -328,11 +389,19 @@ TEST(ShmMappedAllreduce, TheCommunicatorTakesItForLargeBuffersAndAgreesWithSlots
         const Region one{input.data(), input.data(), static_cast<std::size_t>(count)};
         comm->allreduce_regions({&one, 1}, DataType::Float32, ReduceOp::Sum);
         EXPECT_TRUE(same_bytes(input, expected));
+        // allgatherv into a Buffer, against the slot path's.
+        const std::vector<std::size_t> sizes = {3 << 19, (3 << 19) + 4};
+        const auto mine = block_of(rank, sizes[rank]);
+        Buffer gathered(DataType::UInt8, Shape{static_cast<std::int64_t>(sizes[0] + sizes[1])});
+        Buffer reference(DataType::UInt8, gathered.shape());
+        slots->allgatherv(mine.data(), mine.size(), reference.data(), sizes);
+        comm->allgatherv(mine.data(), mine.size(), gathered.data(), sizes);
+        EXPECT_TRUE(same_bytes(gathered, reference));
       },
       options);
 }
 
-TEST(ShmMappedAllreduce, ANegativeThresholdIsRefused) {
+TEST(ShmInPlace, ANegativeThresholdIsRefused) {
   ::setenv("KOLO_SHM_MAPPED_BYTES", "-1", 1);
   EXPECT_THROW(make_shm_communicator(0, 1, testing::make_job_id(), {}), InvalidArgumentError);
   ::unsetenv("KOLO_SHM_MAPPED_BYTES");

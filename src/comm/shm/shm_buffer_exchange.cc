@@ -1,0 +1,96 @@
+#include "comm/shm/shm_buffer_exchange.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <optional>
+
+#include "comm/shm/shm_collectives.h"
+#include "common/shareable_memory.h"
+
+namespace kolo::comm::shm {
+namespace {
+
+using File = BufferExchange::File;
+
+// Where `p` (`bytes` long) lies, if it is shareable memory.
+std::optional<File> file_of(const void* p, std::size_t bytes) {
+  const auto where = detail::find_shareable(p, bytes);
+  if (!where) return std::nullopt;
+  return File{where->fd, 0, where->inode, where->file_bytes, where->offset};
+}
+
+// A buffer of `bytes` fits in the file it is said to lie in (a malformed
+// table must not make a rank read or write past a mapping).
+bool fits(const File& file, std::size_t bytes) {
+  return file.offset <= file.file_bytes && bytes <= file.file_bytes - file.offset;
+}
+
+// The peer's buffer at `file` (checked with fits()), nullptr when it cannot be
+// mapped; nullptr and fine when nothing was published.
+std::byte* locate(PeerMappings& mappings, int peer, int pid, const File& file, bool& failed) {
+  if (file.file_bytes == 0) return nullptr;
+  std::byte* base = mappings.map(peer, pid, file.fd, file.inode, file.file_bytes);
+  if (base == nullptr) failed = true;
+  return base == nullptr ? nullptr : base + file.offset;
+}
+
+}  // namespace
+
+BufferExchange::BufferExchange(int size)
+    : pid_(static_cast<std::int32_t>(::getpid())),
+      table_(static_cast<std::size_t>(size)),
+      published_sizes_(static_cast<std::size_t>(size), sizeof(Published)),
+      sends_(static_cast<std::size_t>(size)),
+      recvs_(static_cast<std::size_t>(size)) {}
+
+bool BufferExchange::map_peers(ShmChannel& channel) {
+  const int n = channel.size(), me = channel.rank();
+  bool failed = false;
+  for (int j = 0; j < n; ++j) {
+    if (j == me) continue;
+    const Published& p = table_[static_cast<std::size_t>(j)];
+    sends_[j] = locate(mappings_, j, p.pid, p.send, failed);
+    recvs_[j] = locate(mappings_, j, p.pid, p.recv, failed);
+  }
+  const std::uint8_t mapped = failed ? 0 : 1;
+  std::vector<std::uint8_t> all(static_cast<std::size_t>(n));
+  const std::vector<std::size_t> ones(static_cast<std::size_t>(n), 1);
+  gather(channel, reinterpret_cast<const std::byte*>(&mapped), reinterpret_cast<std::byte*>(all.data()), ones, -1);
+  return std::all_of(all.begin(), all.end(), [](std::uint8_t v) { return v == 1; });
+}
+
+bool BufferExchange::exchange(ShmChannel& channel, const void* send, std::size_t send_bytes, void* recv,
+                              std::size_t recv_bytes, bool usable) {
+  const int me = channel.rank();
+  // 1. Publish where this rank's buffers are.
+  Published mine{};
+  mine.pid = pid_;
+  const auto send_file = send_bytes > 0 ? file_of(send, send_bytes) : std::optional<File>(File{});
+  const auto recv_file = file_of(recv, recv_bytes);
+  if (usable && send_file && recv_file) {
+    mine.usable = 1;
+    mine.send = *send_file;
+    mine.recv = *recv_file;
+  }
+  gather(channel, reinterpret_cast<const std::byte*>(&mine), reinterpret_cast<std::byte*>(table_.data()),
+         published_sizes_, -1);
+  for (const Published& p : table_) {
+    const bool send_ok = send_bytes == 0 ? p.send.file_bytes == 0 : p.send.file_bytes > 0 && fits(p.send, send_bytes);
+    if (p.usable != 1 || !send_ok || p.recv.file_bytes == 0 || !fits(p.recv, recv_bytes)) {
+      return false;  // every rank read the same table, so every rank returns here
+    }
+  }
+  // 2. Map the peers' files, unless every rank already has (the same table as
+  // the last call, whose mapping all ranks confirmed).
+  if (!(last_mapped_ && table_ == last_table_)) {
+    last_mapped_ = map_peers(channel);
+    last_table_ = table_;
+    if (!last_mapped_) return false;
+  }
+  sends_[me] = static_cast<std::byte*>(const_cast<void*>(send));
+  recvs_[me] = static_cast<std::byte*>(recv);
+  return true;
+}
+
+}  // namespace kolo::comm::shm

@@ -1,0 +1,38 @@
+// COLLECTIVES IN PLACE OF THE RANKS' BUFFERS. When every rank's buffers lie in
+// shareable memory (large kolo::Buffers: common/shareable_memory.h), the ranks
+// read and write each other's buffers where they are, instead of copying
+// through the segment's slots: no copy in between, and two synchronizations per
+// call (the publish step of shm_buffer_exchange.h, then a barrier, so that no
+// rank returns while a peer still reads or writes its buffers) instead of
+// counters per slot-sized chunk. Each returns false on every rank alike, having
+// written nothing, when some rank's buffers cannot take this path; the caller
+// then runs the slot algorithm.
+//
+// ALLREDUCE: rank r reduces its piece of the elements from every rank's input,
+// in rank order through a 16 KiB block that stays in L1 (the slot path's kernel
+// and order, so the same bits), and copies each block into the piece of every
+// rank's output. Only rank r touches those elements of any buffer, so in place
+// works: a block is read before it is overwritten. Each rank reads and writes
+// 2x the buffer whatever the job size.
+// ALLGATHERV: rank r copies its block into block r of every rank's output (only
+// the outputs need be shareable, as the outputs kolo's API allocates are).
+#pragma once
+
+#include <cstddef>
+#include <span>
+
+#include "comm/shm/shm_buffer_exchange.h"
+#include "comm/shm/shm_channel.h"
+#include "kolo/types.h"
+
+namespace kolo::comm::shm {
+
+// `srcs`: scratch for one pointer per rank.
+bool allreduce_in_place(ShmChannel& channel, BufferExchange& exchange, const void* send, void* recv,
+                        std::size_t count, DataType dtype, ReduceOp op, std::span<const void*> srcs);
+
+// `send` may be this rank's block of `recv` (in place) or apart from it.
+bool allgather_in_place(ShmChannel& channel, BufferExchange& exchange, const std::byte* send, std::byte* recv,
+                        std::span<const std::size_t> sizes);
+
+}  // namespace kolo::comm::shm
