@@ -146,22 +146,24 @@ void Engine::loop() {
   // thread at once, and it is back to cycle_time as soon as it runs a cycle.
   constexpr int kMaxIdleStretch = 32;
   auto idle_wait = config_.cycle_time;
+  // Ranks with work go straight into negotiation, where they wait for peers in
+  // the communicator; idle ranks join every cycle_time. When every rank has
+  // work but none could progress (each waits for something the others have not
+  // submitted), all of them wait a cycle_time instead of spinning. Under mutex_.
+  auto has_work = [&] { return !queue_.empty() || shutdown_requested_ || (busy_ && !stalled_) || finished_; };
   while (!finished_) {
+    bool woke_for_work = false;
     {
       std::unique_lock lock(mutex_);
-      // Ranks with work go straight into negotiation, where they wait for peers in
-      // the communicator; idle ranks join every cycle_time. When every rank has
-      // work but none could progress (each waits for something the others have
-      // not submitted), all of them wait a cycle_time instead of spinning.
-      auto has_work = [&] { return !queue_.empty() || shutdown_requested_ || (busy_ && !stalled_) || finished_; };
       const std::uint64_t cycles_before = cycles_.load(std::memory_order_relaxed);
       const auto until = std::chrono::steady_clock::now() + idle_wait;
       while (!has_work() && wake_.wait_until(lock, until) == std::cv_status::no_timeout) {
       }
+      woke_for_work = has_work();
       // Idle, but a user thread ran cycles meanwhile (Engine::drive): this rank
       // has taken part in negotiation, and an idle cycle now would only take the
       // cycle from that thread and cost it two context switches.
-      if (!has_work() && cycles_.load(std::memory_order_relaxed) != cycles_before) {
+      if (!woke_for_work && cycles_.load(std::memory_order_relaxed) != cycles_before) {
         idle_wait = std::min(idle_wait * 2, config_.cycle_time * kMaxIdleStretch);
         continue;
       }
@@ -175,6 +177,15 @@ void Engine::loop() {
       const std::uint64_t exits = drive_exits_;
       wake_.wait_for(lock, idle_wait, [&] { return shutdown_requested_ || finished_ || drive_exits_ != exits; });
       continue;
+    }
+    // Woken for work that a driving thread has done meanwhile (it finished the
+    // operation in the cycle it ran while this thread waited for the lock): an
+    // idle cycle now would be one this rank's peers have no reason to join
+    // before their next cycle_time, which is what a test counting collectives
+    // saw as one too many.
+    if (woke_for_work) {
+      std::lock_guard lock(mutex_);
+      if (!has_work()) continue;
     }
     idle_wait = config_.cycle_time;
     if (!finished_) cycle_once();
