@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <vector>
 
 #include "comm/regions.h"
@@ -25,6 +27,7 @@
 #include "comm/shm/shm_buffer_exchange.h"
 #include "comm/shm/shm_in_place.h"
 #include "comm/shm/shm_segment.h"
+#include "common/mapping_cache.h"
 #include "common/shareable_memory.h"
 #include "harness/multiprocess.h"
 #include "kolo/error.h"
@@ -37,20 +40,48 @@ using namespace std::chrono_literals;
 
 constexpr std::size_t kMiB = std::size_t{1} << 20;
 
-TEST(ShareableMemory, LargeBuffersAreShareableAndSmallOnesAreNot) {
-  Buffer large(DataType::Float32, Shape{std::int64_t{1} << 20});  // 4 MiB
+bool is_shareable(const Buffer& b) { return detail::find_shareable(b.data(), b.nbytes()).has_value(); }
+
+TEST(ShareableMemory, ShareableBuffersSayWhereTheyLie) {
+  Buffer large = Buffer::shareable(DataType::Float32, Shape{std::int64_t{1} << 20});  // 4 MiB
   const auto at = detail::find_shareable(large.as<std::byte>() + 128, 4096);
   ASSERT_TRUE(at.has_value());
   EXPECT_GE(at->fd, 0);
   EXPECT_EQ(at->offset, 128u);
   EXPECT_GE(at->file_bytes, large.nbytes());
   EXPECT_NE(at->inode, 0u);
+  EXPECT_EQ(large.as<float>()[12345], 0.0f);  // zero-filled
   // Past the end of the file: not one shareable range.
   EXPECT_FALSE(detail::find_shareable(large.as<std::byte>() + 128, at->file_bytes).has_value());
-  Buffer small(DataType::Float32, Shape{1000});
-  EXPECT_FALSE(detail::find_shareable(small.data(), small.nbytes()).has_value());
+  EXPECT_TRUE(is_shareable(Buffer::shareable(DataType::Float32, Shape{1000})));  // small ones too, when asked
+  EXPECT_FALSE(is_shareable(Buffer(DataType::Float32, Shape{1000})));
+  const Buffer original = Buffer::shareable(DataType::Float32, Shape{1000});
+  const Buffer copy(original);  // a copy is an ordinary Buffer
+  EXPECT_FALSE(is_shareable(copy));
   int on_stack = 0;
   EXPECT_FALSE(detail::find_shareable(&on_stack, sizeof on_stack).has_value());
+}
+
+// KOLO_SHAREABLE_BUFFERS: 0 none, 1 every large Buffer, auto (default) the
+// asked-for ones, and every large one where shared memory gets huge pages.
+TEST(ShareableMemory, WhichBuffersAreShareableFollowsThePolicy) {
+  const Shape large{std::int64_t{3} << 20};
+  ::setenv("KOLO_SHAREABLE_BUFFERS", "0", 1);
+  EXPECT_FALSE(is_shareable(Buffer::shareable(DataType::UInt8, large)));
+  EXPECT_EQ(Buffer::shareable(DataType::UInt8, Shape{100}).as<std::uint8_t>()[99], 0);  // an ordinary Buffer
+  ::setenv("KOLO_SHAREABLE_BUFFERS", "1", 1);
+  EXPECT_TRUE(is_shareable(Buffer(DataType::UInt8, large)));
+  EXPECT_FALSE(is_shareable(Buffer(DataType::UInt8, Shape{100})));
+  ::setenv("KOLO_SHAREABLE_BUFFERS", "sometimes", 1);
+  EXPECT_THROW(Buffer(DataType::UInt8, large), InvalidArgumentError);
+  ::unsetenv("KOLO_SHAREABLE_BUFFERS");
+  std::ifstream sysfs("/sys/kernel/mm/transparent_hugepage/shmem_enabled");
+  std::string line;
+  std::getline(sysfs, line);
+  const bool huge = line.find("[always]") != std::string::npos || line.find("[within_size]") != std::string::npos ||
+                    line.find("[advise]") != std::string::npos || line.find("[force]") != std::string::npos;
+  EXPECT_EQ(is_shareable(Buffer(DataType::UInt8, large)), huge) << line;
+  EXPECT_TRUE(is_shareable(Buffer::shareable(DataType::UInt8, large)));
 }
 
 TEST(ShareableMemory, UnmappingClosesTheFileAndForgetsTheRange) {
@@ -70,14 +101,14 @@ TEST(ShareableMemory, UnmappingClosesTheFileAndForgetsTheRange) {
 // fork() keeps its meaning for Buffers: the child gets a copy, as of private
 // memory, not the parent's memory (nor, through the mapping cache, a sibling's).
 TEST(ShareableMemory, AForkedChildGetsItsOwnCopyOfEachBuffer) {
-  Buffer live(DataType::UInt8, Shape{std::int64_t{3} << 20});
+  Buffer live = Buffer::shareable(DataType::UInt8, Shape{std::int64_t{3} << 20});
   std::memset(live.data(), 1, live.nbytes());
-  { Buffer released(DataType::UInt8, Shape{std::int64_t{4} << 20}); }  // kept by the mapping cache
+  { Buffer released = Buffer::shareable(DataType::UInt8, Shape{std::int64_t{4} << 20}); }  // kept by the mapping cache
   const pid_t child = ::fork();
   if (child == 0) {
     const bool saw_parents = live.as<std::uint8_t>()[live.nbytes() - 1] == 1;
     std::memset(live.data(), 2, live.nbytes());
-    Buffer reused(DataType::UInt8, Shape{std::int64_t{4} << 20});
+    Buffer reused = Buffer::shareable(DataType::UInt8, Shape{std::int64_t{4} << 20});
     std::memset(reused.data(), 3, reused.nbytes());
     const bool private_now = !detail::find_shareable(live.data(), 1).has_value();
     ::_exit(saw_parents && private_now ? 0 : 1);
@@ -87,13 +118,17 @@ TEST(ShareableMemory, AForkedChildGetsItsOwnCopyOfEachBuffer) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   EXPECT_EQ(live.as<std::uint8_t>()[0], 1);
   EXPECT_EQ(live.as<std::uint8_t>()[live.nbytes() - 1], 1);
-  Buffer reused = Buffer::uninitialized(DataType::UInt8, Shape{std::int64_t{4} << 20});
-  EXPECT_NE(reused.as<std::uint8_t>()[0], 3);  // the child's writes went to its own memory
+  // The released Buffer's mapping, still kept by the parent's cache: the child's
+  // writes went to memory of its own.
+  void* kept = detail::MappingCache::process().take(std::size_t{4} << 20, true);
+  ASSERT_NE(kept, nullptr);
+  EXPECT_NE(static_cast<std::uint8_t*>(kept)[0], 3);
+  detail::MappingCache::process().give(kept, std::size_t{4} << 20);
   EXPECT_TRUE(detail::find_shareable(live.data(), live.nbytes()).has_value());
 }
 
 TEST(PeerMappings, MapsAFileOnceAndSeesItsWrites) {
-  Buffer file(DataType::UInt8, Shape{std::int64_t{2} << 20});
+  Buffer file = Buffer::shareable(DataType::UInt8, Shape{std::int64_t{2} << 20});
   char* p = file.as<char>();
   const auto at = detail::find_shareable(p, file.nbytes());
   ASSERT_TRUE(at.has_value());
@@ -112,7 +147,7 @@ TEST(PeerMappings, MapsAFileOnceAndSeesItsWrites) {
 }
 
 TEST(PeerMappings, RefusesAnotherFileALongerOneOrAGoneProcess) {
-  Buffer file(DataType::UInt8, Shape{std::int64_t{2} << 20});
+  Buffer file = Buffer::shareable(DataType::UInt8, Shape{std::int64_t{2} << 20});
   char* p = file.as<char>();
   const auto at = detail::find_shareable(p, file.nbytes());
   ASSERT_TRUE(at.has_value());
@@ -214,10 +249,10 @@ TEST(ShmInPlace, AllreduceGivesTheSlotPathsBitsInAndOutOfPlace) {
     };
     for (const Case c : {Case{DataType::Float32, ReduceOp::Sum, 700001}, Case{DataType::Int32, ReduceOp::Min, 600003},
                          Case{DataType::Float16, ReduceOp::Max, 1100007}}) {
-      Buffer input(c.dtype, Shape{c.count});
+      Buffer input = Buffer::shareable(c.dtype, Shape{c.count});
       fill(input, rank);
       const Buffer expected = slot_allreduce(channel, input, c.op);
-      Buffer out(c.dtype, Shape{c.count});
+      Buffer out = Buffer::shareable(c.dtype, Shape{c.count});
       ASSERT_TRUE(mapped.allreduce(channel, input.data(), out.data(), static_cast<std::size_t>(c.count), c.dtype, c.op));
       EXPECT_TRUE(same_bytes(out, expected)) << to_string(c.dtype) << " out of place, rank " << rank;
       Buffer again = out;  // the input unchanged: a second call gives the same (cached mappings)
@@ -233,7 +268,7 @@ TEST(ShmInPlace, AllreduceOfAPieceOfABufferAtAnOffsetStaysThere) {
   run_job(2, [](int rank) {
     ShmChannel channel = join_channel(rank, 2);
     InPlace mapped(2);
-    Buffer big(DataType::Float32, Shape{1 << 21});  // 8 MiB, the ranks use different parts of it
+    Buffer big = Buffer::shareable(DataType::Float32, Shape{1 << 21});  // 8 MiB, the ranks use different parts of it
     const std::size_t offset = rank == 0 ? 1000 : 300017, count = 500000;
     float* data = big.as<float>() + offset;
     for (std::size_t i = 0; i < count; ++i) data[i] = static_cast<float>(i % 97) + static_cast<float>(rank);
@@ -249,7 +284,7 @@ TEST(ShmInPlace, PlainMemoryOnOneRankTurnsEveryRankToTheSlotPath) {
     ShmChannel channel = join_channel(rank, 2);
     InPlace mapped(2);
     const std::size_t count = 1 << 20;
-    Buffer shareable(DataType::Float32, Shape{static_cast<std::int64_t>(count)});
+    Buffer shareable = Buffer::shareable(DataType::Float32, Shape{static_cast<std::int64_t>(count)});
     std::vector<float> plain(count, 1.0f);
     float* data = rank == 1 ? plain.data() : shareable.as<float>();
     std::fill(data, data + count, 1.0f);
@@ -266,7 +301,7 @@ TEST(ShmInPlace, AMalformedTableIsRefusedByEveryRank) {
   run_job(2, [](int rank) {
     ShmChannel channel = join_channel(rank, 2);
     const std::size_t count = 1 << 20;
-    Buffer data(DataType::Float32, Shape{static_cast<std::int64_t>(count)});
+    Buffer data = Buffer::shareable(DataType::Float32, Shape{static_cast<std::int64_t>(count)});
     if (rank == 0) {
       InPlace mapped(2);
       EXPECT_FALSE(mapped.allreduce(channel, data.data(), data.data(), count, DataType::Float32, ReduceOp::Sum));
@@ -287,7 +322,7 @@ TEST(ShmInPlace, ARankNotAllowedToOpenItsPeersFilesTurnsEveryRankToTheSlotPath) 
     ShmChannel channel = join_channel(rank, 2);
     InPlace mapped(2);
     const std::size_t count = 1 << 20;
-    Buffer data(DataType::Float32, Shape{static_cast<std::int64_t>(count)});
+    Buffer data = Buffer::shareable(DataType::Float32, Shape{static_cast<std::int64_t>(count)});
     std::fill(data.as<float>(), data.as<float>() + count, 2.0f);
     EXPECT_FALSE(mapped.allreduce(channel, data.data(), data.data(), count, DataType::Float32, ReduceOp::Sum));
     EXPECT_FALSE(mapped.allreduce(channel, data.data(), data.data(), count, DataType::Float32, ReduceOp::Sum));
@@ -301,7 +336,7 @@ TEST(ShmInPlace, APeerThatDiesMidCallFailsTheCallInsteadOfHanging) {
   run_job(2, [](int rank) {
     ShmChannel channel = join_channel(rank, 2);
     const std::size_t count = 1 << 20;
-    Buffer data(DataType::Float32, Shape{static_cast<std::int64_t>(count)});
+    Buffer data = Buffer::shareable(DataType::Float32, Shape{static_cast<std::int64_t>(count)});
     if (rank == 1) {
       // Publish real buffers, as a rank entering the call does, then die.
       publish_by_hand(channel, data, 0);
@@ -336,10 +371,10 @@ TEST(ShmInPlace, AllgatherWritesEveryBlockIntoEveryOutputInAndOutOfPlace) {
       expected.insert(expected.end(), b.begin(), b.end());
     }
     const auto mine = block_of(rank, sizes[rank]);  // plain memory: only outputs need be shareable
-    Buffer out(DataType::UInt8, Shape{static_cast<std::int64_t>(total)});
+    Buffer out = Buffer::shareable(DataType::UInt8, Shape{static_cast<std::int64_t>(total)});
     ASSERT_TRUE(allgather_in_place(channel, exchange, mine.data(), out.as<std::byte>(), sizes));
     EXPECT_EQ(std::memcmp(out.data(), expected.data(), total), 0) << "rank " << rank;
-    Buffer in_place(DataType::UInt8, Shape{static_cast<std::int64_t>(total)});
+    Buffer in_place = Buffer::shareable(DataType::UInt8, Shape{static_cast<std::int64_t>(total)});
     if (!mine.empty()) std::memcpy(in_place.as<std::byte>() + offsets[rank], mine.data(), mine.size());
     ASSERT_TRUE(allgather_in_place(channel, exchange, in_place.as<std::byte>() + offsets[rank],
                                    in_place.as<std::byte>(), sizes));
@@ -353,7 +388,7 @@ TEST(ShmInPlace, AllgatherIntoPlainMemoryOnOneRankTakesTheSlotPath) {
     BufferExchange exchange(2);
     const std::vector<std::size_t> sizes(2, std::size_t{1} << 20);
     const auto mine = block_of(rank, sizes[0]);
-    Buffer shareable(DataType::UInt8, Shape{std::int64_t{2} << 20});
+    Buffer shareable = Buffer::shareable(DataType::UInt8, Shape{std::int64_t{2} << 20});
     std::vector<std::byte> plain(std::size_t{2} << 20);
     std::byte* out = rank == 0 ? plain.data() : shareable.as<std::byte>();
     EXPECT_FALSE(allgather_in_place(channel, exchange, mine.data(), out, sizes));
@@ -380,9 +415,10 @@ TEST(ShmInPlace, TheCommunicatorTakesItForLargeBuffersAndAgreesWithSlots) {
         ::setenv("KOLO_SHM_MAPPED_BYTES", "1048576", 1);
         auto comm = make_shm_communicator(rank, 2, job, {});
         const std::int64_t count = 3 << 18;
-        Buffer input(DataType::Float32, Shape{count});
+        Buffer input = Buffer::shareable(DataType::Float32, Shape{count});
         fill(input, rank);
-        Buffer expected(DataType::Float32, Shape{count}), out(DataType::Float32, Shape{count});
+        Buffer expected(DataType::Float32, Shape{count});
+        Buffer out = Buffer::shareable(DataType::Float32, Shape{count});
         slots->allreduce(input.data(), expected.data(), count, DataType::Float32, ReduceOp::Sum);
         comm->allreduce(input.data(), out.data(), count, DataType::Float32, ReduceOp::Sum);
         EXPECT_TRUE(same_bytes(out, expected));
@@ -392,7 +428,7 @@ TEST(ShmInPlace, TheCommunicatorTakesItForLargeBuffersAndAgreesWithSlots) {
         // allgatherv into a Buffer, against the slot path's.
         const std::vector<std::size_t> sizes = {3 << 19, (3 << 19) + 4};
         const auto mine = block_of(rank, sizes[rank]);
-        Buffer gathered(DataType::UInt8, Shape{static_cast<std::int64_t>(sizes[0] + sizes[1])});
+        Buffer gathered = Buffer::shareable(DataType::UInt8, Shape{static_cast<std::int64_t>(sizes[0] + sizes[1])});
         Buffer reference(DataType::UInt8, gathered.shape());
         slots->allgatherv(mine.data(), mine.size(), reference.data(), sizes);
         comm->allgatherv(mine.data(), mine.size(), gathered.data(), sizes);

@@ -46,10 +46,10 @@ void MappingCache::drop_all_in_child() noexcept {
   mutex_.unlock();
 }
 
-void* MappingCache::take(std::size_t length) {
+void* MappingCache::take(std::size_t length, bool shareable) {
   std::lock_guard lock(mutex_);
   for (auto it = kept_.rbegin(); it != kept_.rend(); ++it) {
-    if (it->length != length) continue;
+    if (it->length != length || find_shareable(it->p, 1).has_value() != shareable) continue;
     void* p = it->p;
     kept_bytes_ -= length;
     kept_.erase(std::next(it).base());

@@ -25,8 +25,9 @@ class MappingCache {
   static MappingCache& process();
 
   // A kept mapping of exactly `length` bytes (the most recently released), or
-  // nullptr. Its contents are whatever its last Buffer left.
-  void* take(std::size_t length);
+  // nullptr. Its contents are whatever its last Buffer left. `shareable`: only a
+  // shareable mapping (common/shareable_memory.h), or only a private one.
+  void* take(std::size_t length, bool shareable = false);
   // Keeps `p` (a mapping of `length` bytes), unmapping the oldest kept mappings
   // to stay within the limit; unmaps `p` itself when it alone exceeds it.
   void give(void* p, std::size_t length) noexcept;

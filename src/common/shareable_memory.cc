@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <iterator>
 #include <map>
 #include <mutex>
@@ -69,15 +71,32 @@ Registry& registry() {
   return *r;
 }
 
-bool enabled() {
-  static const bool on = env::get_bool("KOLO_SHAREABLE_BUFFERS", true);
+// Whether madvise(MADV_HUGEPAGE) gets shared memory huge pages; read once.
+bool shmem_huge_pages() {
+  static const bool on = [] {
+    std::ifstream in("/sys/kernel/mm/transparent_hugepage/shmem_enabled");
+    std::string line;
+    std::getline(in, line);
+    const auto open = line.find('['), close = line.find(']');
+    if (open == std::string::npos || close == std::string::npos || close < open) return false;
+    const std::string chosen = line.substr(open + 1, close - open - 1);
+    return chosen == "always" || chosen == "within_size" || chosen == "advise" || chosen == "force";
+  }();
   return on;
 }
 
 }  // namespace
 
+bool wants_shareable(bool requested) {
+  // Read at every large allocation (cheap beside a mapping), so that a program
+  // or a test may change it.
+  const auto value = env::get("KOLO_SHAREABLE_BUFFERS");
+  if (!value || value->empty() || *value == "auto") return requested || shmem_huge_pages();
+  return env::parse_bool(*value, "KOLO_SHAREABLE_BUFFERS (0, 1 or auto)");
+}
+
 void* map_shareable(std::size_t length, std::size_t alignment) {
-  if (!enabled() || length == 0) return nullptr;
+  if (length == 0) return nullptr;
   const int fd = ::memfd_create("kolo-buffer", MFD_CLOEXEC);
   if (fd < 0) return nullptr;
   struct stat st {};

@@ -1,11 +1,21 @@
-// Memory that the other processes of a host can map: large kolo::Buffers live in
-// memfds instead of private anonymous mappings, and this registry says which
-// file and offset holds a given address. The shared-memory communicator then
-// reduces and gathers large buffers by reading and writing every rank's memory
-// where it lies (comm/shm/shm_in_place.h) instead of copying it through the
-// segment's slots,
-// as MPI_Alloc_mem or NCCL's registered buffers let those libraries do.
-// KOLO_SHAREABLE_BUFFERS=0 keeps large Buffers private (for comparisons).
+// Memory that the other processes of a host can map: shareable kolo::Buffers
+// live in memfds instead of private anonymous mappings, and this registry says
+// which file and offset holds a given address. The shared-memory communicator
+// then reduces and gathers large buffers by reading and writing every rank's
+// memory where it lies (comm/shm/shm_in_place.h) instead of copying it through
+// the segment's slots, as MPI_Alloc_mem or NCCL's registered buffers let those
+// libraries do.
+//
+// Which Buffers are shareable (KOLO_SHAREABLE_BUFFERS):
+//   0     none (for comparisons);
+//   1     every large Buffer (2 MiB and up) and every Buffer::shareable();
+//   auto  (default) Buffer::shareable(), and the other large Buffers only when
+//         the kernel gives shared memory transparent huge pages
+//         (/sys/kernel/mm/transparent_hugepage/shmem_enabled not "never" or
+//         "deny"): without them every 4 KiB page of a fresh buffer is a fault of
+//         its own, which on this project's virtual machine made the first touch
+//         of a fresh 128 MiB Buffer 50x slower (0.6 s against 12 ms with huge
+//         pages, docs/benchmarks.md, session 7).
 #pragma once
 
 #include <cstddef>
@@ -14,10 +24,14 @@
 
 namespace kolo::detail {
 
+// Whether a Buffer should be shareable: `requested` for Buffer::shareable(),
+// else a large Buffer under the policy above.
+bool wants_shareable(bool requested);
+
 // A shareable mapping of `length` bytes (a multiple of the page size) at an
 // address aligned to `alignment` (a multiple of the page size), or nullptr when
-// shareable memory is switched off or the system refuses (no memfd, no free
-// file descriptor): the caller then maps private memory as before.
+// the system refuses (no memfd, no free file descriptor): the caller then maps
+// private memory.
 void* map_shareable(std::size_t length, std::size_t alignment);
 
 // Unmaps `p` if map_shareable made it (closing its memfd) and returns true;

@@ -84,10 +84,12 @@ constexpr std::size_t kHugePage = std::size_t{2} << 20;
 std::size_t mapping_bytes(std::size_t bytes) { return (bytes + kHugePage - 1) / kHugePage * kHugePage; }
 
 // Shareable (a memfd, which peers on this host can map: common/shareable_memory.h)
-// unless switched off or refused; private anonymous memory otherwise.
-std::byte* map_aligned(std::size_t bytes) {
+// when asked and not refused; private anonymous memory otherwise.
+std::byte* map_aligned(std::size_t bytes, bool shareable) {
   const std::size_t length = mapping_bytes(bytes);
-  if (void* shared = detail::map_shareable(length, kHugePage)) return static_cast<std::byte*>(shared);
+  if (shareable) {
+    if (void* shared = detail::map_shareable(length, kHugePage)) return static_cast<std::byte*>(shared);
+  }
   // Over-map by one huge page so that an aligned start exists, then trim.
   void* raw = ::mmap(nullptr, length + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (raw == MAP_FAILED) throw std::bad_alloc();
@@ -104,30 +106,36 @@ std::byte* map_aligned(std::size_t bytes) {
 
 void detail::BufferRelease::operator()(std::byte* p) const noexcept {
   if (p == nullptr) return;
-  // A large Buffer was allocated through the cache, which therefore exists.
-  if (bytes >= kHugePage) detail::MappingCache::process().give(p, mapping_bytes(bytes));
+  // A mapping was allocated through the cache, which therefore exists.
+  if (mapped) detail::MappingCache::process().give(p, mapping_bytes(bytes));
   else delete[] p;
 }
 
-Buffer::Buffer(DataType dtype, Shape shape, bool zeroed) : dtype_(dtype), shape_(std::move(shape)) {
+Buffer::Buffer(DataType dtype, Shape shape, bool zeroed, bool shareable) : dtype_(dtype), shape_(std::move(shape)) {
   const std::size_t bytes = static_cast<std::size_t>(num_elements(shape_)) * element_size(dtype);
   std::byte* p = nullptr;
-  if (bytes >= kHugePage) {
-    p = static_cast<std::byte*>(detail::MappingCache::process().take(mapping_bytes(bytes)));
+  // Large Buffers are mappings (shareable by policy); small ones too when they
+  // are to be shareable (the file holds only the pages touched).
+  const bool wants = bytes > 0 && (bytes >= kHugePage || shareable) && detail::wants_shareable(shareable);
+  const bool mapped = bytes >= kHugePage || wants;
+  if (mapped) {
+    p = static_cast<std::byte*>(detail::MappingCache::process().take(mapping_bytes(bytes), wants));
     if (p == nullptr) {
-      p = map_aligned(bytes);  // a fresh mapping reads as zeros
+      p = map_aligned(bytes, wants);  // a fresh mapping reads as zeros
     } else if (zeroed) {
       std::memset(p, 0, bytes);
     }
   } else if (bytes > 0) {
     p = zeroed ? new std::byte[bytes]() : new std::byte[bytes];
   }
-  bytes_ = std::unique_ptr<std::byte[], detail::BufferRelease>(p, detail::BufferRelease{bytes});
+  bytes_ = std::unique_ptr<std::byte[], detail::BufferRelease>(p, detail::BufferRelease{bytes, mapped});
 }
 
 Buffer::Buffer(DataType dtype, Shape shape) : Buffer(dtype, std::move(shape), true) {}
 
 Buffer Buffer::uninitialized(DataType dtype, Shape shape) { return Buffer(dtype, std::move(shape), false); }
+
+Buffer Buffer::shareable(DataType dtype, Shape shape) { return Buffer(dtype, std::move(shape), true, true); }
 
 Buffer::Buffer(const Buffer& other) : Buffer(other.dtype_, other.shape_, false) {
   if (nbytes() > 0) std::memcpy(bytes_.get(), other.bytes_.get(), nbytes());

@@ -41,7 +41,8 @@ const char* to_string(BufferKind kind) { return kind == BufferKind::Kolo ? "kolo
 
 BufferMemory allocate_as(BufferKind kind, std::size_t bytes) {
   if (kind == BufferKind::Plain) return aligned_memory(bytes);
-  auto buffer = std::make_shared<Buffer>(DataType::UInt8, Shape{static_cast<std::int64_t>(std::max<std::size_t>(64, bytes))});
+  auto buffer = std::make_shared<Buffer>(
+      Buffer::shareable(DataType::UInt8, Shape{static_cast<std::int64_t>(std::max<std::size_t>(64, bytes))}));
   std::memset(buffer->data(), 0, buffer->nbytes());  // fault the pages in before anything is timed
   return BufferMemory(buffer, buffer->as<std::byte>());
 }

@@ -11,8 +11,8 @@ DataType to_kolo(ElemType type);
 ReduceOp to_kolo(ReduceKind kind);
 
 // Where kolo's backends put the sweep's buffers: plain aligned memory (memory
-// kolo did not allocate, such as a tensor library's), or kolo::Buffers (from
-// 2 MiB on, shareable memory that the shm communicator reduces in place).
+// kolo did not allocate, such as a tensor library's), or shareable
+// kolo::Buffers (Buffer::shareable: memory the shm communicator works in place of).
 enum class BufferKind { Kolo, Plain };
 BufferKind parse_buffer_kind(const std::string& text);
 const char* to_string(BufferKind kind);

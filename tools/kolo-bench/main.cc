@@ -44,8 +44,8 @@ int run(const std::vector<std::string>& args) {
        "step: ResNet-50's 161 gradients per step vs one fused allreduce (api)",
        [&](const std::string& v) { mode = parse_mode(v); }},
       {"--buffers", "kolo|plain",
-       "kolo: the buffers are kolo::Buffers (shareable from 2 MiB, so the shm communicator reduces large ones in "
-       "place); plain: aligned_alloc memory, as a tensor library's (kolo)",
+       "kolo: the buffers are shareable kolo::Buffers (Buffer::shareable: the shm communicator reduces and gathers "
+       "large ones in place); plain: aligned_alloc memory, as a tensor library's (kolo)",
        [&](const std::string& v) { buffers = parse_buffer_kind(v); }},
   };
   const BenchOptions options = parse_bench_options(args, extras);
