@@ -163,6 +163,37 @@ TEST(PeerMappings, RefusesAnotherFileALongerOneOrAGoneProcess) {
   EXPECT_EQ(mappings.mapped_files(), 0u);
 }
 
+// Mapped files keep the peer's memory alive, so those older calls used go past
+// a limit; never those the current call uses.
+TEST(PeerMappings, OlderCallsFilesAreUnmappedPastTheLimit) {
+  const Buffer a = Buffer::shareable(DataType::UInt8, Shape{std::int64_t{2} << 20});
+  const Buffer b = Buffer::shareable(DataType::UInt8, Shape{std::int64_t{2} << 20});
+  const Buffer c = Buffer::shareable(DataType::UInt8, Shape{std::int64_t{2} << 20});
+  PeerMappings mappings;
+  auto map = [&](const Buffer& buffer) {
+    const auto at = detail::find_shareable(buffer.data(), buffer.nbytes());
+    return mappings.map(1, ::getpid(), at->fd, at->inode, at->file_bytes);
+  };
+  mappings.begin_call();
+  ASSERT_NE(map(a), nullptr);
+  mappings.trim(0);
+  EXPECT_EQ(mappings.mapped_files(), 1u);  // in use by this call
+  mappings.begin_call();
+  ASSERT_NE(map(b), nullptr);
+  mappings.trim(0);
+  EXPECT_EQ(mappings.mapped_files(), 1u);  // a's went
+  mappings.begin_call();
+  ASSERT_NE(map(b), nullptr);
+  ASSERT_NE(map(c), nullptr);
+  mappings.trim(std::uint64_t{1} << 30);
+  EXPECT_EQ(mappings.mapped_files(), 2u);
+  EXPECT_EQ(mappings.mapped_bytes(), std::uint64_t{4} << 20);
+  mappings.begin_call();
+  ASSERT_NE(map(c), nullptr);
+  mappings.trim(std::uint64_t{2} << 20);
+  EXPECT_EQ(mappings.mapped_files(), 1u);  // b's went, the older
+}
+
 // ---- the collective, on real processes ----------------------------------------------------
 
 ShmChannel join_channel(int rank, int size) {

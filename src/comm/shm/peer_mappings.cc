@@ -5,7 +5,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <string>
 
 namespace kolo::comm::shm {
@@ -16,16 +15,27 @@ PeerMappings::~PeerMappings() {
 
 void PeerMappings::drop(std::size_t index) noexcept {
   ::munmap(entries_[index].base, entries_[index].bytes);
+  mapped_bytes_ -= entries_[index].bytes;
   entries_.erase(entries_.begin() + static_cast<std::ptrdiff_t>(index));
 }
 
+void PeerMappings::trim(std::uint64_t keep_bytes) {
+  while (mapped_bytes_ > keep_bytes || entries_.size() > kMaxEntries) {
+    auto oldest = entries_.end();
+    for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+      if (it->last_call != calls_ && (oldest == entries_.end() || it->last_call < oldest->last_call)) oldest = it;
+    }
+    if (oldest == entries_.end()) return;  // all in use by this call
+    drop(static_cast<std::size_t>(oldest - entries_.begin()));
+  }
+}
+
 std::byte* PeerMappings::map(int peer, int pid, int fd, std::uint64_t inode, std::uint64_t file_bytes) {
-  ++uses_;
   for (std::size_t i = 0; i < entries_.size(); ++i) {
     Entry& e = entries_[i];
     if (e.peer != peer || e.fd != fd) continue;
     if (e.pid == pid && e.inode == inode && e.bytes == file_bytes) {
-      e.last_use = uses_;
+      e.last_call = calls_;
       return e.base;
     }
     drop(i);  // the peer closed that file and the number now names another
@@ -43,17 +53,13 @@ std::byte* PeerMappings::map(int peer, int pid, int fd, std::uint64_t inode, std
   }
   ::close(opened);  // the mapping keeps the file
   if (base == MAP_FAILED) return nullptr;
-  if (entries_.size() >= kMaxEntries) {
-    auto oldest = std::min_element(entries_.begin(), entries_.end(),
-                                   [](const Entry& a, const Entry& b) { return a.last_use < b.last_use; });
-    drop(static_cast<std::size_t>(oldest - entries_.begin()));
-  }
   try {
-    entries_.push_back({peer, pid, fd, inode, file_bytes, static_cast<std::byte*>(base), uses_});
+    entries_.push_back({peer, pid, fd, inode, file_bytes, static_cast<std::byte*>(base), calls_});
   } catch (...) {
     ::munmap(base, file_bytes);
     throw;
   }
+  mapped_bytes_ += file_bytes;
   return static_cast<std::byte*>(base);
 }
 

@@ -23,22 +23,30 @@ class PeerMappings {
   // ptrace's), or the descriptor now names another file or a shorter one.
   std::byte* map(int peer, int pid, int fd, std::uint64_t inode, std::uint64_t file_bytes);
 
+  // Starts a call: map() marks what it uses for this call, and trim() keeps
+  // whatever this call uses.
+  void begin_call() { ++calls_; }
+  // A mapping keeps the peer's memory alive after the peer frees it, so beyond
+  // `keep_bytes` of mapped files the least recently used that this call does
+  // not use are unmapped (and beyond kMaxEntries files).
+  void trim(std::uint64_t keep_bytes);
+
   std::size_t mapped_files() const { return entries_.size(); }
+  std::uint64_t mapped_bytes() const { return mapped_bytes_; }
 
  private:
   struct Entry {
     int peer, pid, fd;
     std::uint64_t inode, bytes;
     std::byte* base;
-    std::uint64_t last_use;
+    std::uint64_t last_call;
   };
-  // Mappings keep the peer's memory alive after it frees it, so only the most
-  // recently used are kept.
   static constexpr std::size_t kMaxEntries = 64;
   void drop(std::size_t index) noexcept;
 
   std::vector<Entry> entries_;
-  std::uint64_t uses_ = 0;
+  std::uint64_t calls_ = 0;
+  std::uint64_t mapped_bytes_ = 0;
 };
 
 }  // namespace kolo::comm::shm

@@ -13,6 +13,10 @@ namespace {
 
 using File = BufferExchange::File;
 
+// Peers' files kept mapped beyond those of the current call (each keeps the
+// peer's memory alive after the peer frees it).
+constexpr std::uint64_t kKeptPeerBytes = std::uint64_t{1} << 30;
+
 // Where `p` (`bytes` long) lies, if it is shareable memory.
 std::optional<File> file_of(const void* p, std::size_t bytes) {
   const auto where = detail::find_shareable(p, bytes);
@@ -47,12 +51,14 @@ BufferExchange::BufferExchange(int size)
 bool BufferExchange::map_peers(ShmChannel& channel) {
   const int n = channel.size(), me = channel.rank();
   bool failed = false;
+  mappings_.begin_call();
   for (int j = 0; j < n; ++j) {
     if (j == me) continue;
     const Published& p = table_[static_cast<std::size_t>(j)];
     sends_[j] = locate(mappings_, j, p.pid, p.send, failed);
     recvs_[j] = locate(mappings_, j, p.pid, p.recv, failed);
   }
+  mappings_.trim(kKeptPeerBytes);
   const std::uint8_t mapped = failed ? 0 : 1;
   std::vector<std::uint8_t> all(static_cast<std::size_t>(n));
   const std::vector<std::size_t> ones(static_cast<std::size_t>(n), 1);

@@ -32,7 +32,7 @@
 //
 // ALGORITHMS (shm_reductions.cc, shm_transfers.cc).
 // IN PLACE OF THE BUFFERS (>= mapped_bytes, when every rank's buffers are
-// shareable memory, as large kolo::Buffers are): no slots; each rank maps its
+// shareable memory, as shareable kolo::Buffers are): no slots; each rank maps its
 // peers' buffers; allreduce reduces its piece from all inputs into all outputs,
 // allgatherv writes its block into every output (shm_in_place.h). Otherwise:
 // ALLREDUCE, large (> small_bytes). The buffer is cut into chunks of one slot;
