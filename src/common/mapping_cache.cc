@@ -1,6 +1,5 @@
 #include "common/mapping_cache.h"
 
-#include <pthread.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -26,16 +25,13 @@ MappingCache::~MappingCache() {
 }
 
 MappingCache& MappingCache::process() {
-  static MappingCache* cache = [] {
-    auto* created = new MappingCache(static_cast<std::size_t>(
-        std::max<std::int64_t>(0, env::get_int("KOLO_BUFFER_CACHE_BYTES", std::int64_t{512} << 20))));
-    // Held across fork(); the child drops what was kept (shareable_memory.cc says why).
-    ::pthread_atfork([] { process().mutex_.lock(); }, [] { process().mutex_.unlock(); },
-                     [] { process().drop_all_in_child(); });
-    return created;
-  }();
+  static MappingCache* cache = new MappingCache(static_cast<std::size_t>(
+      std::max<std::int64_t>(0, env::get_int("KOLO_BUFFER_CACHE_BYTES", std::int64_t{512} << 20))));
   return *cache;
 }
+
+void MappingCache::lock_for_fork() { mutex_.lock(); }
+void MappingCache::unlock_after_fork() { mutex_.unlock(); }
 
 void MappingCache::drop_all_in_child() noexcept {
   for (const Kept& k : kept_) {

@@ -34,11 +34,13 @@ class MappingCache {
 
   std::size_t kept_bytes() const;
 
- private:
-  // In a forked child: unmaps everything kept (see shareable_memory.cc).
+  // fork() handling, registered by shareable_memory.cc together with its own so
+  // that the two locks are taken in one order (this cache's first, as take()
+  // does): hold the lock across fork(); release it in the parent; in the child,
+  // unmap everything kept (shareable_memory.cc says why) and release it.
+  void lock_for_fork();
+  void unlock_after_fork();
   void drop_all_in_child() noexcept;
-
- public:
 
  private:
   struct Kept {

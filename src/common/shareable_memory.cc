@@ -39,11 +39,11 @@ Registry& registry();
 // copy-on-write: a child filling "its" Buffer would change the parent's, and two
 // children taking the same cached mapping would write into each other's (a torch
 // DataLoader worker, a test harness forking ranks). So in the child the mapping
-// cache first unmaps what it kept (its fork handler runs first: it is
-// registered first, below), then each live shareable mapping is replaced by a
-// private copy of its contents at the same address, and the files are
-// forgotten. The registry's lock is held across fork() so that the child never
-// finds it taken by a thread that does not exist there.
+// cache first unmaps what it kept, then each live shareable mapping is replaced
+// by a private copy of its contents at the same address, and the files are
+// forgotten. Both locks are held across fork() so that the child never finds
+// one taken by a thread that does not exist there, taken in the order
+// MappingCache::take() takes them (the cache's, then the registry's).
 void privatize_in_child() {
   auto& regions = registry().regions;
   for (const auto& [address, region] : regions) {
@@ -63,9 +63,20 @@ void privatize_in_child() {
 
 Registry& registry() {
   static Registry* r = [] {
-    MappingCache::process();  // its fork handlers first
     auto* created = new Registry();  // never destroyed: Buffers may be released during exit
-    ::pthread_atfork([] { registry().mutex.lock(); }, [] { registry().mutex.unlock(); }, privatize_in_child);
+    ::pthread_atfork(
+        [] {
+          MappingCache::process().lock_for_fork();
+          registry().mutex.lock();
+        },
+        [] {
+          registry().mutex.unlock();
+          MappingCache::process().unlock_after_fork();
+        },
+        [] {
+          MappingCache::process().drop_all_in_child();  // releases the cache's lock
+          privatize_in_child();                          // and this the registry's
+        });
     return created;
   }();
   return *r;
