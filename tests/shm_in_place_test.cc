@@ -127,39 +127,43 @@ TEST(ShareableMemory, AForkedChildGetsItsOwnCopyOfEachBuffer) {
   EXPECT_TRUE(detail::find_shareable(live.data(), live.nbytes()).has_value());
 }
 
+// Where a shareable Buffer lies (it must be shareable).
+detail::ShareableLocation location_of(const Buffer& b) {
+  const auto at = detail::find_shareable(b.data(), b.nbytes());
+  EXPECT_TRUE(at.has_value());
+  return at.value_or(detail::ShareableLocation{});
+}
+
 TEST(PeerMappings, MapsAFileOnceAndSeesItsWrites) {
   Buffer file = Buffer::shareable(DataType::UInt8, Shape{std::int64_t{2} << 20});
   char* p = file.as<char>();
-  const auto at = detail::find_shareable(p, file.nbytes());
-  ASSERT_TRUE(at.has_value());
+  const auto at = location_of(file);
   {
     PeerMappings mappings;
-    std::byte* mapped = mappings.map(1, ::getpid(), at->fd, at->inode, at->file_bytes);
+    std::byte* mapped = mappings.map(1, ::getpid(), at.fd, at.inode, at.file_bytes);
     ASSERT_NE(mapped, nullptr);
     EXPECT_NE(static_cast<void*>(mapped), static_cast<void*>(p));  // another mapping of the same memory
     p[12345] = 42;
     EXPECT_EQ(static_cast<char>(mapped[12345]), 42);
     mapped[777] = std::byte{9};
     EXPECT_EQ(p[777], 9);
-    EXPECT_EQ(mappings.map(1, ::getpid(), at->fd, at->inode, at->file_bytes), mapped);
+    EXPECT_EQ(mappings.map(1, ::getpid(), at.fd, at.inode, at.file_bytes), mapped);
     EXPECT_EQ(mappings.mapped_files(), 1u);
   }
 }
 
 TEST(PeerMappings, RefusesAnotherFileALongerOneOrAGoneProcess) {
-  Buffer file = Buffer::shareable(DataType::UInt8, Shape{std::int64_t{2} << 20});
-  char* p = file.as<char>();
-  const auto at = detail::find_shareable(p, file.nbytes());
-  ASSERT_TRUE(at.has_value());
+  const Buffer file = Buffer::shareable(DataType::UInt8, Shape{std::int64_t{2} << 20});
+  const auto at = location_of(file);
   PeerMappings mappings;
-  EXPECT_EQ(mappings.map(1, ::getpid(), at->fd, at->inode + 1, at->file_bytes), nullptr);  // not that file
-  EXPECT_EQ(mappings.map(1, ::getpid(), at->fd, at->inode, at->file_bytes * 2), nullptr);  // shorter than said
-  EXPECT_EQ(mappings.map(1, ::getpid(), 1 << 20, at->inode, at->file_bytes), nullptr);     // no such descriptor
+  EXPECT_EQ(mappings.map(1, ::getpid(), at.fd, at.inode + 1, at.file_bytes), nullptr);  // not that file
+  EXPECT_EQ(mappings.map(1, ::getpid(), at.fd, at.inode, at.file_bytes * 2), nullptr);  // shorter than said
+  EXPECT_EQ(mappings.map(1, ::getpid(), 1 << 20, at.inode, at.file_bytes), nullptr);     // no such descriptor
   const pid_t gone = ::fork();
   if (gone == 0) ::_exit(0);
   ::waitpid(gone, nullptr, 0);
-  EXPECT_EQ(mappings.map(1, gone, at->fd, at->inode, at->file_bytes), nullptr);
-  EXPECT_EQ(mappings.map(1, -1, at->fd, at->inode, at->file_bytes), nullptr);
+  EXPECT_EQ(mappings.map(1, gone, at.fd, at.inode, at.file_bytes), nullptr);
+  EXPECT_EQ(mappings.map(1, -1, at.fd, at.inode, at.file_bytes), nullptr);
   EXPECT_EQ(mappings.mapped_files(), 0u);
 }
 
@@ -171,8 +175,8 @@ TEST(PeerMappings, OlderCallsFilesAreUnmappedPastTheLimit) {
   const Buffer c = Buffer::shareable(DataType::UInt8, Shape{std::int64_t{2} << 20});
   PeerMappings mappings;
   auto map = [&](const Buffer& buffer) {
-    const auto at = detail::find_shareable(buffer.data(), buffer.nbytes());
-    return mappings.map(1, ::getpid(), at->fd, at->inode, at->file_bytes);
+    const auto at = location_of(buffer);
+    return mappings.map(1, ::getpid(), at.fd, at.inode, at.file_bytes);
   };
   mappings.begin_call();
   ASSERT_NE(map(a), nullptr);

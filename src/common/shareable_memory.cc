@@ -7,8 +7,8 @@
 
 #include <cstring>
 #include <fstream>
-#include <string>
 #include <iterator>
+#include <string>
 #include <map>
 #include <mutex>
 
@@ -106,6 +106,26 @@ bool wants_shareable(bool requested) {
   return env::parse_bool(*value, "KOLO_SHAREABLE_BUFFERS (0, 1 or auto)");
 }
 
+void* map_at_alignment(std::size_t length, std::size_t alignment, int fd) {
+  // Reserve address space with room for an aligned start, put the memory there
+  // and give back the rest.
+  void* raw = ::mmap(nullptr, length + alignment, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (raw == MAP_FAILED) return nullptr;
+  const auto start = reinterpret_cast<std::uintptr_t>(raw);
+  const auto aligned = (start + alignment - 1) / alignment * alignment;
+  const int kind = fd < 0 ? MAP_PRIVATE | MAP_ANONYMOUS : MAP_SHARED;
+  void* p = ::mmap(reinterpret_cast<void*>(aligned), length, PROT_READ | PROT_WRITE, kind | MAP_FIXED, fd, 0);
+  if (aligned > start) ::munmap(raw, aligned - start);
+  const auto end = start + length + alignment;
+  if (end > aligned + length) ::munmap(reinterpret_cast<void*>(aligned + length), end - (aligned + length));
+  if (p == MAP_FAILED) {
+    ::munmap(reinterpret_cast<void*>(aligned), length);
+    return nullptr;
+  }
+  ::madvise(p, length, MADV_HUGEPAGE);  // a hint: fine if refused (shmem takes it only where the system allows)
+  return p;
+}
+
 void* map_shareable(std::size_t length, std::size_t alignment) {
   if (length == 0) return nullptr;
   const int fd = ::memfd_create("kolo-buffer", MFD_CLOEXEC);
@@ -115,27 +135,14 @@ void* map_shareable(std::size_t length, std::size_t alignment) {
     ::close(fd);
     return nullptr;
   }
-  // Reserve address space with room for an aligned start, then put the memfd
-  // there and give back the rest.
-  void* raw = ::mmap(nullptr, length + alignment, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (raw == MAP_FAILED) {
+  void* p = map_at_alignment(length, alignment, fd);
+  if (p == nullptr) {
     ::close(fd);
     return nullptr;
   }
-  const auto start = reinterpret_cast<std::uintptr_t>(raw);
-  const auto aligned = (start + alignment - 1) / alignment * alignment;
-  void* p = ::mmap(reinterpret_cast<void*>(aligned), length, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
-  if (aligned > start) ::munmap(raw, aligned - start);
-  const auto end = start + length + alignment;
-  if (end > aligned + length) ::munmap(reinterpret_cast<void*>(aligned + length), end - (aligned + length));
-  if (p == MAP_FAILED) {
-    ::close(fd);
-    return nullptr;
-  }
-  ::madvise(p, length, MADV_HUGEPAGE);  // a hint: shmem takes it only where the system allows
   try {
     std::lock_guard lock(registry().mutex);
-    registry().regions[aligned] = Region{length, fd, static_cast<std::uint64_t>(st.st_ino)};
+    registry().regions[reinterpret_cast<std::uintptr_t>(p)] = Region{length, fd, static_cast<std::uint64_t>(st.st_ino)};
   } catch (...) {
     ::munmap(p, length);
     ::close(fd);

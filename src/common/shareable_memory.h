@@ -28,6 +28,11 @@ namespace kolo::detail {
 // else a large Buffer under the policy above.
 bool wants_shareable(bool requested);
 
+// `length` bytes (a multiple of the page size) mapped read-write at an address
+// aligned to `alignment` (a multiple of the page size): of the memfd `fd`
+// (shared), or private anonymous memory when `fd` is -1; nullptr on failure.
+void* map_at_alignment(std::size_t length, std::size_t alignment, int fd);
+
 // A shareable mapping of `length` bytes (a multiple of the page size) at an
 // address aligned to `alignment` (a multiple of the page size), or nullptr when
 // the system refuses (no memfd, no free file descriptor): the caller then maps

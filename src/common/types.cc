@@ -84,22 +84,14 @@ constexpr std::size_t kHugePage = std::size_t{2} << 20;
 std::size_t mapping_bytes(std::size_t bytes) { return (bytes + kHugePage - 1) / kHugePage * kHugePage; }
 
 // Shareable (a memfd, which peers on this host can map: common/shareable_memory.h)
-// when asked and not refused; private anonymous memory otherwise.
+// when asked and not refused; private anonymous memory otherwise. Aligned to and
+// advised for huge pages either way.
 std::byte* map_aligned(std::size_t bytes, bool shareable) {
   const std::size_t length = mapping_bytes(bytes);
-  if (shareable) {
-    if (void* shared = detail::map_shareable(length, kHugePage)) return static_cast<std::byte*>(shared);
-  }
-  // Over-map by one huge page so that an aligned start exists, then trim.
-  void* raw = ::mmap(nullptr, length + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (raw == MAP_FAILED) throw std::bad_alloc();
-  const auto start = reinterpret_cast<std::uintptr_t>(raw);
-  const auto aligned = (start + kHugePage - 1) / kHugePage * kHugePage;
-  if (aligned > start) ::munmap(raw, aligned - start);
-  const auto end = start + length + kHugePage;
-  if (end > aligned + length) ::munmap(reinterpret_cast<void*>(aligned + length), end - (aligned + length));
-  ::madvise(reinterpret_cast<void*>(aligned), length, MADV_HUGEPAGE);  // a hint: fine if refused
-  return reinterpret_cast<std::byte*>(aligned);
+  void* p = shareable ? detail::map_shareable(length, kHugePage) : nullptr;
+  if (p == nullptr) p = detail::map_at_alignment(length, kHugePage, -1);
+  if (p == nullptr) throw std::bad_alloc();
+  return static_cast<std::byte*>(p);
 }
 
 }  // namespace

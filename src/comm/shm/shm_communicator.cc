@@ -103,6 +103,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <exception>
+#include <numeric>
 #include <utility>
 #include <vector>
 
@@ -176,7 +177,7 @@ class ShmCommunicator final : public Communicator {
       check_per_rank(recv_bytes, "recv_bytes");
       check_own_size(send_bytes, recv_bytes);
       auto* const out = static_cast<std::byte*>(recv);
-      if (total_of(recv_bytes) >= channel_->mapped_bytes() &&
+      if (std::accumulate(recv_bytes.begin(), recv_bytes.end(), std::size_t{0}) >= channel_->mapped_bytes() &&
           shm::allgather_in_place(*channel_, exchange_, static_cast<const std::byte*>(send), out, recv_bytes)) {
         return;
       }
@@ -251,12 +252,6 @@ class ShmCommunicator final : public Communicator {
       }
       throw;
     }
-  }
-
-  static std::size_t total_of(std::span<const std::size_t> sizes) {
-    std::size_t total = 0;
-    for (std::size_t s : sizes) total += s;
-    return total;
   }
 
   // ---- argument checks (local; the engine has validated across ranks) -----------

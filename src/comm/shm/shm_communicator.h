@@ -18,7 +18,7 @@ namespace kolo::comm {
 //  KOLO_SHM_SLOT_BYTES   bytes per pipeline slot and rank (two slots each)
 //  KOLO_SHM_SMALL_BYTES  allreduce up to this size takes the one-step path
 //  KOLO_SHM_MAPPED_BYTES allreduce and allgatherv from this size over shareable
-//                        memory (large kolo::Buffers) on every rank work in
+//                        memory (shareable kolo::Buffers) on every rank work in
 //                        place of the ranks' buffers (shm_in_place.h; 0: never)
 //
 // Errors: InvalidArgumentError (bad rank/size/job id), kolo::Error (a stale

@@ -1,5 +1,5 @@
 // COLLECTIVES IN PLACE OF THE RANKS' BUFFERS. When every rank's buffers lie in
-// shareable memory (large kolo::Buffers: common/shareable_memory.h), the ranks
+// shareable memory (shareable kolo::Buffers: common/shareable_memory.h), the ranks
 // read and write each other's buffers where they are, instead of copying
 // through the segment's slots: no copy in between, and two synchronizations per
 // call (the publish step of shm_buffer_exchange.h, then a barrier, so that no
@@ -15,7 +15,8 @@
 // works: a block is read before it is overwritten. Each rank reads and writes
 // 2x the buffer whatever the job size.
 // ALLGATHERV: rank r copies its block into block r of every rank's output (only
-// the outputs need be shareable, as the outputs kolo's API allocates are).
+// the outputs need be shareable, as the API's are where shared memory gets huge
+// pages).
 #pragma once
 
 #include <cstddef>

@@ -72,7 +72,7 @@ struct alignas(kCacheLine) SegmentHeader {
   std::uint64_t small_bytes;         // allreduce up to this size takes the one-step path
   std::uint64_t total_bytes;         // size of the whole segment
   std::uint32_t first_step;          // initial value of every counter (see SegmentConfig)
-  std::uint64_t mapped_bytes;        // allreduce from this size reads peers' buffers in place
+  std::uint64_t mapped_bytes;        // allreduce, allgatherv from this size: in place of shareable buffers
   alignas(kCacheLine) std::atomic<std::uint32_t> attached;  // ranks that have mapped it
 };
 
