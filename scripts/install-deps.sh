@@ -8,6 +8,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev
   libgloo-dev libopenmpi-dev openmpi-bin
   libtorch-dev python3-torch libopenblas0-pthread zlib1g-dev
+  python3-dev pybind11-dev python3-pytest python3-torchvision
   dataset-fashion-mnist gnuplot-nox
   iproute2 procps openssh-client openssh-server slurm-wlm
 )

@@ -160,6 +160,16 @@ TEST_F(KolorunTest, EachRankSeesItsEnvironment) {
       << *job_lines.begin();
 }
 
+TEST_F(KolorunTest, EachRankSeesWhatHorovodrunWouldSet) {
+  auto result = run_kolorun({"-np", "2", "sh", "-c",
+                             "echo $HOROVOD_RANK/$HOROVOD_SIZE/$HOROVOD_LOCAL_RANK/$HOROVOD_LOCAL_SIZE/"
+                             "$HOROVOD_CROSS_RANK/$HOROVOD_CROSS_SIZE/${HOROVOD_HOSTNAME:+host}"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  auto out = lines_of(result.out);
+  EXPECT_EQ(std::set<std::string>(out.begin(), out.end()),
+            (std::set<std::string>{"[0]<stdout>:0/2/0/2/0/1/host", "[1]<stdout>:1/2/1/2/0/1/host"}));
+}
+
 TEST_F(KolorunTest, SlotsOfHostsGiveTheRankCount) {
   auto result = run_kolorun({"-H", "localhost:2", "sh", "-c", "echo $KOLO_RANK/$KOLO_SIZE"});
   ASSERT_EQ(result.exit_code, 0) << result.err;

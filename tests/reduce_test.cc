@@ -23,7 +23,7 @@ namespace {
 
 using Bytes = std::vector<std::uint8_t>;
 
-constexpr DataType kAllTypes[] = {DataType::UInt8,   DataType::Int8,     DataType::Int32,
+constexpr DataType kAllTypes[] = {DataType::UInt8,   DataType::Int8,     DataType::Int16,  DataType::Int32,
                                   DataType::Int64,   DataType::Float16,  DataType::BFloat16,
                                   DataType::Float32, DataType::Float64,  DataType::Bool};
 constexpr ReduceOp kAllOps[] = {ReduceOp::Sum, ReduceOp::Min, ReduceOp::Max, ReduceOp::Product};
@@ -81,6 +81,7 @@ void reference_element(const std::vector<Bytes>& in, Bytes& out, std::size_t i, 
   switch (dtype) {
     case DataType::UInt8: return fold_int(std::uint8_t{});
     case DataType::Int8: return fold_int(std::int8_t{});
+    case DataType::Int16: return fold_int(std::int16_t{});
     case DataType::Int32: return fold_int(std::int32_t{});
     case DataType::Int64: return fold_int(std::int64_t{});
     case DataType::Float32: return fold_float(float{});
@@ -107,6 +108,7 @@ Bytes random_input(DataType dtype, std::size_t count, std::mt19937& rng) {
       case DataType::UInt8:
       case DataType::Int8: b[i] = static_cast<std::uint8_t>(byte(rng)); break;
       case DataType::Bool: b[i] = static_cast<std::uint8_t>(byte(rng) < 128 ? 0 : byte(rng) % 3 + 1); break;
+      case DataType::Int16: store<std::int16_t>(b, i, static_cast<std::int16_t>(rng())); break;
       case DataType::Int32: store<std::int32_t>(b, i, static_cast<std::int32_t>(rng())); break;
       case DataType::Int64:
         store<std::int64_t>(b, i, static_cast<std::int64_t>((std::uint64_t{rng()} << 32) | rng()));

@@ -1,6 +1,8 @@
 // Process-level setup: who am I, how many are we.
 #pragma once
 
+#include <string>
+
 namespace kolo {
 
 // Reads this process's place in the job from the environment that kolorun sets
@@ -24,5 +26,9 @@ int local_size();
 // cross rank for local rank 0 processes).
 int cross_rank();
 int cross_size();
+
+// The transport the job's collectives run on: "self" (a job of one), "shm",
+// "gloo", "hierarchical" or "mpi".
+std::string backend();
 
 }  // namespace kolo

@@ -21,8 +21,9 @@ enum class DataType : std::uint8_t {
   Float32 = 6,
   Float64 = 7,
   Bool = 8,
+  Int16 = 9,
 };
-inline constexpr int kNumDataTypes = 9;
+inline constexpr int kNumDataTypes = 10;
 
 // Average is Sum followed by a division by the number of ranks. On Bool, Sum and
 // Max are logical OR, Min and Product logical AND.
@@ -129,6 +130,7 @@ namespace detail {
 template <typename T> struct DataTypeOf;
 template <> struct DataTypeOf<std::uint8_t> { static constexpr DataType value = DataType::UInt8; };
 template <> struct DataTypeOf<std::int8_t> { static constexpr DataType value = DataType::Int8; };
+template <> struct DataTypeOf<std::int16_t> { static constexpr DataType value = DataType::Int16; };
 template <> struct DataTypeOf<std::int32_t> { static constexpr DataType value = DataType::Int32; };
 template <> struct DataTypeOf<std::int64_t> { static constexpr DataType value = DataType::Int64; };
 template <> struct DataTypeOf<float> { static constexpr DataType value = DataType::Float32; };

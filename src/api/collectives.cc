@@ -4,6 +4,7 @@
 
 #include <atomic>
 
+#include "api/blocking.h"
 #include "api/naming.h"
 #include "api/runtime.h"
 #include "engine/engine.h"
@@ -123,9 +124,12 @@ Request allreduce_request(std::string name, const Tensor& t, const AllreduceOpti
   return r;
 }
 
+}  // namespace
+
 // A blocking allreduce: the engine's express path when it applies (one step, no
-// queue, entry or handle), else an ordinary operation waited for at once.
-void run_allreduce(const Tensor& input, const Tensor& output, const AllreduceOptions& options, const Location& where) {
+// queue, entry or handle), else an ordinary operation the caller waits for.
+Handle detail::start_allreduce(const Tensor& input, const Tensor& output, const AllreduceOptions& options,
+                               const Location& where) {
   std::string generated;  // the name when the user gave none; else options.name is used as it is
   const std::string& name = options.name.empty() ? (generated = auto_name("allreduce", where)) : options.name;
   check_allreduce(input, output, options, name);
@@ -134,15 +138,18 @@ void run_allreduce(const Tensor& input, const Tensor& output, const AllreduceOpt
   const engine::AllreduceCall call{name,       input.data,         output.data,      input.dtype,
                                    input.shape, options.op, options.prescale, options.postscale};
   switch (engine->express(call, pending)) {
-    case engine::Engine::Express::Done: return;
-    case engine::Engine::Express::Pending:
-      pending->engine = engine;
-      Handle(std::move(pending)).wait();
-      return;
+    case engine::Engine::Express::Done: return Handle();
+    case engine::Engine::Express::Pending: pending->engine = engine; return Handle(std::move(pending));
     case engine::Engine::Express::NotApplicable: break;
   }
   CallerWaits waits;
-  submit(call.request(), input.data, output.data).wait();
+  return submit(call.request(), input.data, output.data);
+}
+
+namespace {
+
+void run_allreduce(const Tensor& input, const Tensor& output, const AllreduceOptions& options, const Location& where) {
+  if (Handle pending = detail::start_allreduce(input, output, options, where); pending.valid()) pending.wait();
 }
 
 }  // namespace
@@ -230,18 +237,27 @@ Handle allgather_async(const Tensor& input, const CollectiveOptions& options, Lo
   return submit(allgather_request(input, options, where), input.data, nullptr);
 }
 
-Buffer allgather(const Tensor& input, const CollectiveOptions& options, Location where) {
+Handle detail::start_allgather(const Tensor& input, const CollectiveOptions& options, const Location& where) {
   CallerWaits waits;
-  return run_blocking(allgather_request(input, options, where), input.data, nullptr).take_output();
+  return run_blocking(allgather_request(input, options, where), input.data, nullptr);
+}
+
+Buffer allgather(const Tensor& input, const CollectiveOptions& options, Location where) {
+  return detail::start_allgather(input, options, where).take_output();
 }
 
 Handle broadcast_async(const Tensor& tensor, int root, const CollectiveOptions& options, Location where) {
   return submit(broadcast_request(tensor, root, options, where), tensor.data, tensor.data);
 }
 
-void broadcast(const Tensor& tensor, int root, const CollectiveOptions& options, Location where) {
+Handle detail::start_broadcast(const Tensor& tensor, int root, const CollectiveOptions& options,
+                               const Location& where) {
   CallerWaits waits;
-  run_blocking(broadcast_request(tensor, root, options, where), tensor.data, tensor.data).wait();
+  return run_blocking(broadcast_request(tensor, root, options, where), tensor.data, tensor.data);
+}
+
+void broadcast(const Tensor& tensor, int root, const CollectiveOptions& options, Location where) {
+  detail::start_broadcast(tensor, root, options, where).wait();
 }
 
 Handle alltoall_async(const Tensor& input, std::vector<std::int64_t> splits, const CollectiveOptions& options,
@@ -249,35 +265,49 @@ Handle alltoall_async(const Tensor& input, std::vector<std::int64_t> splits, con
   return submit(alltoall_request(input, std::move(splits), options, where), input.data, nullptr);
 }
 
+Handle detail::start_alltoall(const Tensor& input, std::vector<std::int64_t> splits, const CollectiveOptions& options,
+                              const Location& where) {
+  CallerWaits waits;
+  return run_blocking(alltoall_request(input, std::move(splits), options, where), input.data, nullptr);
+}
+
 Buffer alltoall(const Tensor& input, std::vector<std::int64_t> splits, const CollectiveOptions& options,
                 Location where) {
-  CallerWaits waits;
-  return run_blocking(alltoall_request(input, std::move(splits), options, where), input.data, nullptr).take_output();
+  return detail::start_alltoall(input, std::move(splits), options, where).take_output();
 }
 
 Handle reducescatter_async(const Tensor& input, ReduceOp op, const CollectiveOptions& options, Location where) {
   return submit(reducescatter_request(input, op, options, where), input.data, nullptr);
 }
 
-Buffer reducescatter(const Tensor& input, ReduceOp op, const CollectiveOptions& options, Location where) {
+Handle detail::start_reducescatter(const Tensor& input, ReduceOp op, const CollectiveOptions& options,
+                                   const Location& where) {
   CallerWaits waits;
-  return run_blocking(reducescatter_request(input, op, options, where), input.data, nullptr).take_output();
+  return run_blocking(reducescatter_request(input, op, options, where), input.data, nullptr);
 }
 
-void barrier(const CollectiveOptions& options, Location where) {
+Buffer reducescatter(const Tensor& input, ReduceOp op, const CollectiveOptions& options, Location where) {
+  return detail::start_reducescatter(input, op, options, where).take_output();
+}
+
+Handle detail::start_barrier(const CollectiveOptions& options, const Location& where) {
   Request r;
   r.name = name_for(options.name, "barrier", where);
   r.op = OpType::Barrier;
   CallerWaits waits;
-  submit(std::move(r), nullptr, nullptr).wait();
+  return submit(std::move(r), nullptr, nullptr);
 }
 
-int join() {
+void barrier(const CollectiveOptions& options, Location where) { detail::start_barrier(options, where).wait(); }
+
+Handle detail::start_join() {
   Request r;
   r.name = "kolo.join";
   r.op = OpType::Join;
   CallerWaits waits;
-  return submit(std::move(r), nullptr, nullptr).last_joined_rank();
+  return submit(std::move(r), nullptr, nullptr);
 }
+
+int join() { return detail::start_join().last_joined_rank(); }
 
 }  // namespace kolo

@@ -1,18 +1,21 @@
 #include "api/naming.h"
 
-#include <cstring>
 #include <mutex>
 #include <unordered_map>
 
 namespace kolo {
 
 std::string auto_name(const char* op, const std::source_location& where) {
+  return auto_name(op, where.file_name(), where.line(), where.column());
+}
+
+std::string auto_name(const char* op, std::string_view file, unsigned line, unsigned column) {
   static std::mutex mutex;
   static std::unordered_map<std::string, std::uint64_t> counters;
-  const char* file = where.file_name();
-  if (const char* slash = std::strrchr(file, '/')) file = slash + 1;
-  std::string site = std::string(op) + "@" + file + ":" + std::to_string(where.line()) + ":" +
-                     std::to_string(where.column());
+  if (auto slash = file.rfind('/'); slash != std::string_view::npos) file.remove_prefix(slash + 1);
+  std::string site = std::string(op) + "@";
+  site += file;
+  site += ":" + std::to_string(line) + ":" + std::to_string(column);
   std::uint64_t n;
   {
     std::lock_guard lock(mutex);

@@ -122,4 +122,6 @@ int local_size() { std::lock_guard lock(g_mutex); return topology().local_size; 
 int cross_rank() { std::lock_guard lock(g_mutex); return topology().cross_rank; }
 int cross_size() { std::lock_guard lock(g_mutex); return topology().cross_size; }
 
+std::string backend() { return runtime::engine()->backend(); }
+
 }  // namespace kolo

@@ -339,6 +339,7 @@ KOLO_INLINE void dispatch_op(void* dst, const void* const* srcs, int n, std::siz
 
 KOLO_REDUCE_ENTRY(reduce_many_u8, Stored<std::uint8_t>)
 KOLO_REDUCE_ENTRY(reduce_many_i8, Stored<std::int8_t>)
+KOLO_REDUCE_ENTRY(reduce_many_i16, Stored<std::int16_t>)
 KOLO_REDUCE_ENTRY(reduce_many_i32, Stored<std::int32_t>)
 KOLO_REDUCE_ENTRY(reduce_many_i64, Stored<std::int64_t>)
 KOLO_REDUCE_ENTRY(reduce_many_f32, Stored<float>)
@@ -410,6 +411,7 @@ void reduce_many(void* dst, const void* const* srcs, int n, std::size_t count, D
   switch (dtype) {
     case DataType::UInt8: return reduce_many_u8(dst, srcs, n, count, op);
     case DataType::Int8: return reduce_many_i8(dst, srcs, n, count, op);
+    case DataType::Int16: return reduce_many_i16(dst, srcs, n, count, op);
     case DataType::Int32: return reduce_many_i32(dst, srcs, n, count, op);
     case DataType::Int64: return reduce_many_i64(dst, srcs, n, count, op);
     case DataType::Float16: return reduce_many_f16(dst, srcs, n, count, op);
@@ -442,6 +444,7 @@ void divide_integer(void* data, std::size_t count, DataType dtype, std::int64_t 
   switch (dtype) {
     case DataType::UInt8: return divide_plain(static_cast<std::uint8_t*>(data), count, divisor);
     case DataType::Int8: return divide_plain(static_cast<std::int8_t*>(data), count, divisor);
+    case DataType::Int16: return divide_plain(static_cast<std::int16_t*>(data), count, divisor);
     case DataType::Int32: return divide_plain(static_cast<std::int32_t*>(data), count, divisor);
     case DataType::Int64: return divide_plain(static_cast<std::int64_t*>(data), count, divisor);
     default: break;

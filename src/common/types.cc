@@ -16,6 +16,7 @@ std::size_t element_size(DataType dtype) {
     case DataType::UInt8:
     case DataType::Int8:
     case DataType::Bool: return 1;
+    case DataType::Int16:
     case DataType::Float16:
     case DataType::BFloat16: return 2;
     case DataType::Int32:
@@ -30,6 +31,7 @@ const char* to_string(DataType dtype) {
   switch (dtype) {
     case DataType::UInt8: return "uint8";
     case DataType::Int8: return "int8";
+    case DataType::Int16: return "int16";
     case DataType::Int32: return "int32";
     case DataType::Int64: return "int64";
     case DataType::Float16: return "float16";

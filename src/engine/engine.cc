@@ -72,6 +72,7 @@ std::exception_ptr error_for(const Response& response) {
 Engine::Engine(std::unique_ptr<comm::Communicator> comm, EngineConfig config)
     : rank_(comm->rank()),
       size_(comm->size()),
+      backend_(comm->name()),
       config_(config),
       comm_(std::move(comm)),
       cache_(config.cache_capacity),

@@ -77,6 +77,8 @@ class Engine {
   void drive(const detail::OpState& state, std::chrono::steady_clock::time_point deadline);
 
   int rank() const { return rank_; }
+  // The communicator's name ("shm", "gloo", ...).
+  const std::string& backend() const { return backend_; }
   // Null when disabled.
   const FlightRecorder* flight_recorder() const { return recorder_.get(); }
   int size() const { return size_; }
@@ -126,6 +128,7 @@ class Engine {
 
   const int rank_;
   const int size_;
+  const std::string backend_;
   const EngineConfig config_;
   std::unique_ptr<comm::Communicator> comm_;
 

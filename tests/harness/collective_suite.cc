@@ -66,9 +66,10 @@ std::vector<std::string> differences_between_ranks(const std::vector<std::uint64
   return problems;
 }
 
-const std::vector<DataType> kAllDataTypes = {DataType::UInt8,   DataType::Int8,     DataType::Int32,
-                                             DataType::Int64,   DataType::Float16,  DataType::BFloat16,
-                                             DataType::Float32, DataType::Float64,  DataType::Bool};
+const std::vector<DataType> kAllDataTypes = {DataType::UInt8,    DataType::Int8,    DataType::Int16,
+                                             DataType::Int32,    DataType::Int64,   DataType::Float16,
+                                             DataType::BFloat16, DataType::Float32, DataType::Float64,
+                                             DataType::Bool};
 const std::vector<ReduceOp> kAllReduceOps = {ReduceOp::Sum, ReduceOp::Average, ReduceOp::Min, ReduceOp::Max,
                                              ReduceOp::Product};
 

@@ -22,6 +22,7 @@ double read_element(const void* data, DataType dtype, std::int64_t i) {
   switch (dtype) {
     case DataType::UInt8: return static_cast<const std::uint8_t*>(data)[i];
     case DataType::Int8: return static_cast<const std::int8_t*>(data)[i];
+    case DataType::Int16: return static_cast<const std::int16_t*>(data)[i];
     case DataType::Int32: return static_cast<const std::int32_t*>(data)[i];
     case DataType::Int64: return static_cast<double>(static_cast<const std::int64_t*>(data)[i]);
     case DataType::Float16: return fp16_to_float(static_cast<const std::uint16_t*>(data)[i]);
@@ -37,6 +38,7 @@ void write_element(void* data, DataType dtype, std::int64_t i, double v) {
   switch (dtype) {
     case DataType::UInt8: static_cast<std::uint8_t*>(data)[i] = static_cast<std::uint8_t>(v); break;
     case DataType::Int8: static_cast<std::int8_t*>(data)[i] = static_cast<std::int8_t>(v); break;
+    case DataType::Int16: static_cast<std::int16_t*>(data)[i] = static_cast<std::int16_t>(v); break;
     case DataType::Int32: static_cast<std::int32_t*>(data)[i] = static_cast<std::int32_t>(v); break;
     case DataType::Int64: static_cast<std::int64_t*>(data)[i] = static_cast<std::int64_t>(v); break;
     case DataType::Float16: static_cast<std::uint16_t*>(data)[i] = float_to_fp16(static_cast<float>(v)); break;

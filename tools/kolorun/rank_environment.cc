@@ -63,6 +63,16 @@ std::vector<std::string> make_rank_environment(const std::vector<std::string>& b
     kolo_vars.emplace_back("KOLO_HOST_ADDR", address->second);
   if (!job.network_interface.empty()) kolo_vars.emplace_back("KOLO_IFACE", job.network_interface);
   if (!job.flight_dir.empty()) kolo_vars.emplace_back("KOLO_FLIGHT_RECORDER_DIR", job.flight_dir);
+  // What horovodrun sets, for scripts written for Horovod that read it.
+  kolo_vars.insert(kolo_vars.end(), {
+      {"HOROVOD_RANK", std::to_string(rank.rank)},
+      {"HOROVOD_SIZE", std::to_string(size)},
+      {"HOROVOD_LOCAL_RANK", std::to_string(rank.local_rank)},
+      {"HOROVOD_LOCAL_SIZE", std::to_string(rank.local_size)},
+      {"HOROVOD_CROSS_RANK", std::to_string(rank.cross_rank)},
+      {"HOROVOD_CROSS_SIZE", std::to_string(rank.cross_size)},
+      {"HOROVOD_HOSTNAME", rank.host},
+  });
   auto set_by_kolorun = [&](const std::string& entry) {
     auto name = entry.substr(0, entry.find('='));
     for (const auto& [var, value] : kolo_vars)

@@ -14,6 +14,7 @@ DataType to_kolo_dtype(c10::ScalarType type) {
   switch (type) {
     case c10::ScalarType::Byte: return DataType::UInt8;
     case c10::ScalarType::Char: return DataType::Int8;
+    case c10::ScalarType::Short: return DataType::Int16;
     case c10::ScalarType::Int: return DataType::Int32;
     case c10::ScalarType::Long: return DataType::Int64;
     case c10::ScalarType::Half: return DataType::Float16;
@@ -24,7 +25,7 @@ DataType to_kolo_dtype(c10::ScalarType type) {
     default: break;
   }
   throw InvalidArgumentError(std::string("kolo cannot carry tensors of dtype ") + c10::toString(type) +
-                             "; supported: uint8, int8, int32, int64, float16, bfloat16, float32, "
+                             "; supported: uint8, int8, int16, int32, int64, float16, bfloat16, float32, "
                              "float64, bool (convert with .to())");
 }
 
@@ -32,6 +33,7 @@ c10::ScalarType to_torch_dtype(DataType dtype) {
   switch (dtype) {
     case DataType::UInt8: return c10::ScalarType::Byte;
     case DataType::Int8: return c10::ScalarType::Char;
+    case DataType::Int16: return c10::ScalarType::Short;
     case DataType::Int32: return c10::ScalarType::Int;
     case DataType::Int64: return c10::ScalarType::Long;
     case DataType::Float16: return c10::ScalarType::Half;

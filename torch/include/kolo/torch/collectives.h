@@ -1,6 +1,6 @@
 // kolo's collectives on libtorch tensors.
 //
-// Tensors must live on the CPU and have a dtype kolo supports: uint8, int8, int32,
+// Tensors must live on the CPU and have a dtype kolo supports: uint8, int8, int16, int32,
 // int64, float16, bfloat16, float32, float64 or bool; anything else is an
 // InvalidArgumentError naming the tensor's dtype or device. Non-contiguous tensors
 // are accepted: kolo works on a contiguous copy and, for in-place operations,
@@ -28,7 +28,7 @@
 namespace kolo::torch {
 
 // The kolo dtype of a libtorch scalar type; throws InvalidArgumentError for types
-// kolo does not carry (int16, complex, quantized...).
+// kolo does not carry (complex, quantized...).
 DataType to_kolo_dtype(c10::ScalarType type);
 c10::ScalarType to_torch_dtype(DataType dtype);
 

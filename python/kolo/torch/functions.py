@@ -1,0 +1,126 @@
+"""Broadcasts of model and optimizer state and of Python objects, as horovod.torch.functions."""
+
+import collections.abc
+import io
+import pickle
+
+import torch
+
+from kolo.torch import _kolo
+from kolo.torch.mpi_ops import allgather, broadcast_, broadcast_async_, synchronize
+from kolo.torch.process_sets import global_process_set, _check_process_set
+
+
+def broadcast_parameters(params, root_rank, process_set=global_process_set):
+    """Overwrites every rank's parameters with root_rank's.
+
+    `params` is a model's state_dict() or named_parameters(): a mapping or an
+    iterable of (name, tensor) pairs. Names must agree across ranks."""
+    _check_process_set(process_set)
+    if isinstance(params, collections.abc.Mapping):
+        items = sorted(params.items())
+    elif isinstance(params, collections.abc.Iterable):
+        items = list(params)
+    else:
+        raise ValueError('invalid params of type: %s' % type(params))
+    handles = []
+    for name, p in items:
+        if p is None:
+            continue
+        if not isinstance(p, torch.Tensor):
+            raise ValueError(f'parameter {name!r} is a {type(p).__name__}, not a tensor')
+        handles.append(broadcast_async_(p, root_rank, name='broadcast_parameters.' + str(name)))
+    for handle in handles:
+        synchronize(handle)
+
+
+def broadcast_optimizer_state(optimizer, root_rank, process_set=global_process_set):
+    """Overwrites every rank's optimizer state (hyper-parameters and per-parameter
+    state such as momentum) with root_rank's, tensors through broadcasts and the
+    rest as one pickled object."""
+    _check_process_set(process_set)
+    if isinstance(optimizer, torch.optim.LBFGS):
+        raise ValueError('cannot broadcast torch.optim.LBFGS state')
+    state_dict = optimizer.state_dict()
+    # The structure (which tensors exist, hyper-parameters) comes from the root;
+    # ranks whose optimizer has not stepped yet have no state tensors of their own.
+    tensors = []
+
+    def strip(value):
+        if isinstance(value, torch.Tensor):
+            tensors.append(value)
+            return _TensorSlot(len(tensors) - 1, value.dtype, tuple(value.shape))
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return type(value)(strip(v) for v in value)
+        return value
+    structure = broadcast_object(strip(state_dict), root_rank, name='broadcast_optimizer_state.structure')
+
+    slots = []
+
+    def fill(value):
+        if isinstance(value, _TensorSlot):
+            own = tensors[value.index] if _kolo.rank() == root_rank else None
+            tensor = own if own is not None else torch.empty(value.shape, dtype=value.dtype)
+            slots.append(tensor)
+            return tensor
+        if isinstance(value, dict):
+            return {k: fill(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return type(value)(fill(v) for v in value)
+        return value
+    received = fill(structure)
+    handles = [broadcast_async_(t, root_rank, name=f'broadcast_optimizer_state.{i}') for i, t in enumerate(slots)]
+    for handle in handles:
+        synchronize(handle)
+    if _kolo.rank() != root_rank:
+        optimizer.load_state_dict(received)
+
+
+class _TensorSlot:
+    """Where a tensor sits in a broadcast optimizer state."""
+
+    def __init__(self, index, dtype, shape):
+        self.index, self.dtype, self.shape = index, dtype, shape
+
+
+def _to_bytes(obj):
+    buffer = io.BytesIO()
+    pickle.dump(obj, buffer, protocol=pickle.HIGHEST_PROTOCOL)
+    return torch.frombuffer(bytearray(buffer.getvalue()), dtype=torch.uint8)
+
+
+def _from_bytes(tensor):
+    return pickle.loads(tensor.numpy().tobytes())
+
+
+def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set):
+    """root_rank's `obj` (any picklable object) on every rank."""
+    _check_process_set(process_set)
+    name = _kolo.operation_name('broadcast_object', name)
+    if _kolo.rank() == root_rank:
+        payload = _to_bytes(obj)
+        length = torch.tensor([payload.numel()], dtype=torch.int64)
+    else:
+        payload = None
+        length = torch.zeros(1, dtype=torch.int64)
+    broadcast_(length, root_rank, name=name + '.length')
+    if payload is None:
+        payload = torch.empty(int(length.item()), dtype=torch.uint8)
+    broadcast_(payload, root_rank, name=name + '.payload')
+    return obj if _kolo.rank() == root_rank else _from_bytes(payload)
+
+
+def allgather_object(obj, name=None, process_set=global_process_set):
+    """Every rank's `obj` (any picklable object), as a list in rank order."""
+    _check_process_set(process_set)
+    name = _kolo.operation_name('allgather_object', name)
+    payload = _to_bytes(obj)
+    lengths = allgather(torch.tensor([payload.numel()], dtype=torch.int64), name=name + '.length')
+    gathered = allgather(payload, name=name + '.payload')
+    out, offset = [], 0
+    for length in lengths.tolist():
+        out.append(_from_bytes(gathered[offset:offset + length]))
+        offset += length
+    return out

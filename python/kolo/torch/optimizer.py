@@ -1,0 +1,262 @@
+"""DistributedOptimizer, as horovod.torch.optimizer: gradients are averaged across
+ranks by allreduces that start during backward, as each gradient is ready."""
+
+import contextlib
+import warnings
+
+import torch
+
+from kolo.torch import _kolo
+from kolo.torch.compression import Compression
+from kolo.torch.mpi_ops import (Average, Adasum, Sum, allreduce_async_, grouped_allreduce_async_,
+                                sparse_allreduce_async, synchronize)
+from kolo.torch.process_sets import global_process_set, _check_process_set
+
+
+class _DistributedOptimizer(torch.optim.Optimizer):
+    """Mixed into the wrapped optimizer's own class (see DistributedOptimizer)."""
+
+    def __init__(self, params, named_parameters, compression, backward_passes_per_step=1, op=Average,
+                 gradient_predivide_factor=1.0, groups=None, sparse_as_dense=False,
+                 process_set=global_process_set):
+        super(self.__class__, self).__init__(params)
+        _check_process_set(process_set)
+        if op == Adasum:
+            raise ValueError('kolo does not implement Adasum; use op=Average or op=Sum')
+        if op not in (Average, Sum):
+            raise ValueError('DistributedOptimizer supports op=Average or op=Sum')
+        if gradient_predivide_factor != 1.0 and op != Average:
+            raise ValueError('gradient_predivide_factor not supported with op != Average')
+        self._compression = compression
+        self._op = op
+        self._gradient_predivide_factor = gradient_predivide_factor
+        self._sparse_as_dense = sparse_as_dense
+        self._process_set = process_set
+
+        all_params = [p for group in self.param_groups for p in group['params']]
+        if named_parameters is not None:
+            named_parameters = list(named_parameters)
+        else:
+            named_parameters = [(f'allreduce.noname.{i}', p) for i, p in enumerate(all_params)]
+        if any(not isinstance(entry, tuple) or len(entry) != 2 for entry in named_parameters):
+            raise ValueError('named_parameters should be a sequence of tuples (name, parameter), '
+                             'usually produced by model.named_parameters().')
+        names = [name for name, _ in named_parameters]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError('Parameter names in named_parameters must be unique. '
+                             'Found duplicates: %s' % ', '.join(duplicates))
+        named_ids = {id(p) for _, p in named_parameters}
+        unnamed = [p for p in all_params if id(p) not in named_ids]
+        if unnamed:
+            raise ValueError('named_parameters was specified, but one or more model parameters were not named. '
+                             'Python object ids: %s' % ', '.join(str(id(p)) for p in unnamed))
+        self._parameter_names = {p: name for name, p in named_parameters}
+
+        if groups is not None and not (isinstance(groups, int) or isinstance(groups, list)):
+            raise ValueError('groups should be an int or a list of lists of parameters')
+        self._group_members = self._make_groups(groups, all_params)
+        self._groups = {p: index for index, members in enumerate(self._group_members) for p in members}
+        self.backward_passes_per_step = backward_passes_per_step
+        self._allreduce_delay = {p: backward_passes_per_step for p in all_params}
+        self._handles = {}
+        self._grad_accs = []
+        self._requires_update = set()
+        self._synchronized = False
+        self._should_synchronize = True
+        self._group_ready = {}    # group index -> how many members' hooks ran
+        self._group_handles = {}  # group index -> (handle, [(compressed, ctx) per member])
+        if _kolo.size() > 1:
+            self._register_hooks()
+
+    # ---- groups ---------------------------------------------------------------------
+
+    def _make_groups(self, groups, all_params):
+        """The groups of parameters reduced as one unit, as tuples."""
+        if groups is None or groups == 0:
+            return []
+        if isinstance(groups, int):
+            trainable = [p for p in all_params if p.requires_grad]
+            count = min(groups, len(trainable)) or 1
+            size = -(-len(trainable) // count)
+            lists = [trainable[i:i + size] for i in range(0, len(trainable), size)]
+        else:
+            lists = groups
+        seen = set()
+        for group in lists:
+            for p in group:
+                if p in seen:
+                    raise ValueError('a parameter appears in more than one group')
+                seen.add(p)
+        return [tuple(group) for group in lists if group]
+
+    # ---- hooks ----------------------------------------------------------------------
+
+    def set_backward_passes_per_step(self, passes):
+        self.backward_passes_per_step = passes
+        for p in self._allreduce_delay:
+            self._allreduce_delay[p] = passes
+
+    def _register_hooks(self):
+        for group in self.param_groups:
+            for p in group['params']:
+                if p.requires_grad:
+                    self._requires_update.add(p)
+                    # The gradient accumulator of p: its hook runs once p.grad holds
+                    # this backward pass's gradient.
+                    p_tmp = p.expand_as(p)
+                    grad_acc = p_tmp.grad_fn.next_functions[0][0]
+                    grad_acc.register_hook(self._make_hook(p))
+                    self._grad_accs.append(grad_acc)
+
+    def _scales(self):
+        if self._op == Average:
+            return 1.0 / self._gradient_predivide_factor, self._gradient_predivide_factor
+        return 1.0, 1.0
+
+    def _allreduce_grad_async(self, p):
+        name = self._parameter_names.get(p)
+        tensor = p.grad
+        if tensor.is_sparse:
+            if self._sparse_as_dense:
+                tensor = tensor.to_dense()
+                p.grad = tensor
+            else:
+                return sparse_allreduce_async(tensor, name=name, op=self._op), 'sparse'
+        compressed, ctx = self._compression.compress(tensor)
+        prescale, postscale = self._scales()
+        handle = allreduce_async_(compressed, name=name, op=self._op, prescale_factor=prescale,
+                                  postscale_factor=postscale)
+        return handle, (compressed, ctx)
+
+    def _start_group(self, index):
+        members = [p for p in self._group_members[index] if p.grad is not None]
+        self._group_handles[index] = (members, *self._grouped_allreduce_async(members))
+        for p in members:
+            self._handles.pop(p, None)
+
+    def _grouped_allreduce_async(self, params):
+        tensors, ctxs = [], []
+        for p in params:
+            if p.grad.is_sparse:
+                p.grad = p.grad.to_dense()
+            compressed, ctx = self._compression.compress(p.grad)
+            tensors.append(compressed)
+            ctxs.append(ctx)
+        prescale, postscale = self._scales()
+        name = 'group.' + self._parameter_names[params[0]]
+        handle = grouped_allreduce_async_(tensors, name=name, op=self._op, prescale_factor=prescale,
+                                          postscale_factor=postscale)
+        return handle, list(zip(tensors, ctxs))
+
+    def _make_hook(self, p):
+        def hook(*ignore):
+            if p in self._handles and self._handles[p][0] is not None:
+                if self._allreduce_delay[p] <= 0:
+                    raise AssertionError(
+                        'Gradients were computed more than backward_passes_per_step times before call to step(). '
+                        'Increase backward_passes_per_step to accumulate gradients locally.')
+            assert not p.grad.requires_grad
+            assert self._allreduce_delay[p] > 0
+            self._allreduce_delay[p] -= 1
+            if self._allreduce_delay[p] != 0:
+                self._handles[p] = (None, None)
+                return
+            index = self._groups.get(p)
+            if index is None:
+                self._handles[p] = self._allreduce_grad_async(p)
+                return
+            self._handles[p] = (None, None)
+            self._group_ready[index] = self._group_ready.get(index, 0) + 1
+            if self._group_ready[index] == len(self._group_members[index]):
+                self._start_group(index)
+        return hook
+
+    # ---- synchronize, step ----------------------------------------------------------
+
+    def synchronize(self):
+        """Waits for every gradient's allreduce; starts those whose hook did not run."""
+        if _kolo.size() == 1:
+            self._synchronized = True
+            return
+        for p in self._requires_update:
+            if p.grad is None:
+                continue
+            index = self._groups.get(p)
+            if index is not None:
+                # A group some of whose members' hooks did not run this step.
+                if index not in self._group_handles:
+                    self._start_group(index)
+                continue
+            if self._handles.get(p, (None,))[0] is None:
+                self._handles[p] = self._allreduce_grad_async(p)
+
+        for p, (handle, ctx) in list(self._handles.items()):
+            if handle is None:
+                continue
+            output = synchronize(handle)
+            if ctx == 'sparse':
+                p.grad = output
+            else:
+                self._write_gradient(p, ctx[0], ctx[1], output)
+            self._allreduce_delay[p] = self.backward_passes_per_step
+        for members, handle, ctxs in self._group_handles.values():
+            outputs = synchronize(handle)
+            for p, (compressed, ctx), reduced in zip(members, ctxs, outputs):
+                self._write_gradient(p, compressed, ctx, reduced)
+                self._allreduce_delay[p] = self.backward_passes_per_step
+        self._handles.clear()
+        self._group_handles.clear()
+        self._group_ready.clear()
+        self._synchronized = True
+
+    def _write_gradient(self, p, compressed, ctx, reduced):
+        if compressed is p.grad:
+            return  # reduced in place
+        with torch.no_grad():
+            p.grad.copy_(self._compression.decompress(reduced, ctx))
+
+    @contextlib.contextmanager
+    def skip_synchronize(self):
+        """For a step() after an explicit synchronize() (e.g. to clip gradients)."""
+        self._should_synchronize = False
+        try:
+            yield
+        finally:
+            self._should_synchronize = True
+
+    def step(self, closure=None):
+        if self._should_synchronize:
+            if self._synchronized:
+                warnings.warn('optimizer.step() called without optimizer.skip_synchronize() context after '
+                              'optimizer.synchronize(). This can cause training slowdown. You may want to '
+                              'consider using optimizer.skip_synchronize() context if you use '
+                              'optimizer.synchronize() in your code.')
+            self.synchronize()
+        self._synchronized = False
+        return super(self.__class__, self).step(closure)
+
+    def zero_grad(self, *args, **kwargs):
+        if self._handles or self._group_handles:
+            raise AssertionError('optimizer.zero_grad() was called after loss.backward() but before '
+                                 'optimizer.step() or optimizer.synchronize(). This is prohibited as it '
+                                 'can cause a race condition.')
+        return super(self.__class__, self).zero_grad(*args, **kwargs)
+
+
+def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
+                         backward_passes_per_step=1, op=Average, gradient_predivide_factor=1.0,
+                         num_groups=0, groups=None, sparse_as_dense=False, process_set=global_process_set):
+    """Wraps `optimizer` so that step() applies gradients averaged over all ranks.
+
+    Each gradient's allreduce starts in backward as soon as the gradient is ready
+    (backward_passes_per_step > 1 accumulates that many passes locally first);
+    step() waits for them. num_groups or groups reduce parameters in groups
+    (each group one negotiated unit); compression chooses the wire format."""
+    if num_groups != 0:
+        warnings.warn('Parameter `num_groups` has been replaced by `groups` and will be removed.', DeprecationWarning)
+        if groups is None:
+            groups = num_groups
+    cls = type(optimizer.__class__.__name__, (optimizer.__class__,), dict(_DistributedOptimizer.__dict__))
+    return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step, op,
+               gradient_predivide_factor, groups, sparse_as_dense, process_set)

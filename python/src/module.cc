@@ -1,0 +1,124 @@
+// The extension module kolo.torch._kolo: session control, what was built, the
+// exceptions, and the collectives (operations.cc).
+#include "binding.h"
+#include "kolo/error.h"
+#include "kolo/runtime.h"
+
+namespace kolo::python {
+namespace {
+
+// The exception types, made once at import and kept for the life of the process
+// (a translator may run at any time, also during interpreter shutdown).
+struct Exceptions {
+  PyObject* internal = nullptr;      // HorovodInternalError: the job's machinery failed
+  PyObject* peer_failure = nullptr;  // a peer died, stalled or broke the protocol
+  PyObject* shutdown = nullptr;      // kolo is not running
+  PyObject* timeout = nullptr;       // a wait ran out of time
+  PyObject* mismatch = nullptr;      // ranks disagree on an operation (RuntimeError)
+  PyObject* invalid = nullptr;       // a bad argument (ValueError)
+};
+Exceptions exceptions;
+
+PyObject* new_exception(py::module_& m, const char* name, std::initializer_list<PyObject*> bases, const char* doc) {
+  py::tuple base_tuple(bases.size());
+  std::size_t i = 0;
+  for (PyObject* base : bases) base_tuple[i++] = py::reinterpret_borrow<py::object>(base);
+  const std::string qualified = std::string("kolo.torch.") + name;
+  PyObject* type = PyErr_NewExceptionWithDoc(qualified.c_str(), doc, base_tuple.ptr(), nullptr);
+  if (type == nullptr) throw py::error_already_set();
+  m.attr(name) = py::reinterpret_borrow<py::object>(type);
+  return type;  // one reference kept for good
+}
+
+void define_exceptions(py::module_& m) {
+  exceptions.internal = new_exception(m, "HorovodInternalError", {PyExc_RuntimeError},
+                                      "The job's communication failed (a peer is gone, kolo was shut down).");
+  exceptions.peer_failure = new_exception(m, "PeerFailureError", {exceptions.internal},
+                                          "Another rank died, stalled past KOLO_PEER_TIMEOUT or broke the "
+                                          "protocol; peer_rank names it (-1 when unknown).");
+  exceptions.shutdown =
+      new_exception(m, "ShutdownError", {exceptions.internal}, "kolo is not initialized, or was shut down.");
+  exceptions.timeout =
+      new_exception(m, "OperationTimeoutError", {exceptions.internal, PyExc_TimeoutError}, "A wait ran out of time.");
+  exceptions.mismatch = new_exception(m, "MismatchError", {PyExc_RuntimeError},
+                                      "Ranks submitted one operation name with disagreeing arguments; every rank "
+                                      "gets the same message, and the job goes on.");
+  exceptions.invalid =
+      new_exception(m, "InvalidArgumentError", {PyExc_ValueError}, "A bad argument, found on this rank.");
+
+  py::register_exception_translator([](std::exception_ptr error) {
+    try {
+      if (error) std::rethrow_exception(error);
+    } catch (const PeerFailureError& e) {
+      PyObject* instance = PyObject_CallFunction(exceptions.peer_failure, "s", e.what());
+      if (instance == nullptr) return;  // the call's own error stands
+      PyObject* rank = PyLong_FromLong(e.peer_rank());
+      PyObject_SetAttrString(instance, "peer_rank", rank);
+      Py_XDECREF(rank);
+      PyErr_SetObject(exceptions.peer_failure, instance);
+      Py_DECREF(instance);
+    } catch (const ShutdownError& e) {
+      PyErr_SetString(exceptions.shutdown, e.what());
+    } catch (const TimeoutError& e) {
+      PyErr_SetString(exceptions.timeout, e.what());
+    } catch (const MismatchError& e) {
+      PyErr_SetString(exceptions.mismatch, e.what());
+    } catch (const InvalidArgumentError& e) {
+      PyErr_SetString(exceptions.invalid, e.what());
+    } catch (const Error& e) {
+      PyErr_SetString(exceptions.internal, e.what());
+    }
+  });
+}
+
+void init() {
+  if (kolo::is_initialized()) return;  // as Horovod: a second init() is harmless
+  py::gil_scoped_release released;     // init() waits for every rank to arrive
+  kolo::init();
+}
+
+void shutdown() {
+  {
+    py::gil_scoped_release released;  // completes or fails what is pending
+    kolo::shutdown();
+  }
+  release_finished();
+}
+
+py::dict built() {
+  py::dict d;
+#ifdef KOLO_PYTHON_HAVE_MPI
+  d["mpi"] = true;
+#else
+  d["mpi"] = false;
+#endif
+#ifdef KOLO_PYTHON_HAVE_GLOO
+  d["gloo"] = true;
+#else
+  d["gloo"] = false;
+#endif
+  return d;
+}
+
+}  // namespace
+}  // namespace kolo::python
+
+PYBIND11_MODULE(_kolo, m) {
+  using namespace kolo::python;
+  m.doc() = "kolo's engine for kolo.torch; use the functions of kolo.torch, not these.";
+  define_exceptions(m);
+  m.def("init", &init);
+  m.def("shutdown", &shutdown);
+  m.def("is_initialized", &kolo::is_initialized);
+  m.def("rank", &kolo::rank);
+  m.def("size", &kolo::size);
+  m.def("local_rank", &kolo::local_rank);
+  m.def("local_size", &kolo::local_size);
+  m.def("cross_rank", &kolo::cross_rank);
+  m.def("cross_size", &kolo::cross_size);
+  m.def("backend", &kolo::backend);
+  m.def("built", &built, "Which optional transports this kolo was built with.");
+  m.def("set_package_dir", &set_package_dir);
+  m.def("release_finished", &release_finished);
+  define_operations(m);
+}

@@ -1,0 +1,125 @@
+"""The session, threads, signals and forks: what a Python training script relies on."""
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+import torch
+
+import kolo.torch as hvd
+
+
+def test_basics_and_what_was_built():
+    assert hvd.is_initialized()
+    hvd.init()  # a second init() is harmless
+    assert 0 <= hvd.rank() < hvd.size()
+    assert hvd.local_size() == hvd.size() and hvd.local_rank() == hvd.rank()
+    assert hvd.cross_size() == 1 and hvd.cross_rank() == 0
+    assert hvd.is_homogeneous()
+    assert hvd.mpi_built() and hvd.gloo_built()
+    assert not hvd.nccl_built() and not hvd.cuda_built()
+    assert not hvd.mpi_enabled()
+    with pytest.raises(ValueError):
+        hvd.mpi_threads_supported()
+    assert os.environ['HOROVOD_RANK'] == str(hvd.rank())
+    assert os.environ['HOROVOD_SIZE'] == str(hvd.size())
+
+
+def test_a_blocking_call_does_not_stop_other_python_threads():
+    # Rank 0 waits about a second for the others; meanwhile its other thread runs.
+    if hvd.rank() != 0:
+        time.sleep(1.0)
+    counted = [0]
+    stop = threading.Event()
+
+    def count():
+        while not stop.is_set():
+            counted[0] += 1
+
+    counter = threading.Thread(target=count)
+    counter.start()
+    started = time.monotonic()
+    result = hvd.allreduce(torch.ones(3), op=hvd.Sum, name='threads.blocking')
+    waited = time.monotonic() - started
+    stop.set()
+    counter.join()
+    assert torch.equal(result, torch.full((3,), float(hvd.size())))
+    if hvd.rank() == 0:
+        assert waited > 0.5
+        assert counted[0] > 10000, 'the counting thread ran while the allreduce waited'
+
+
+def test_collectives_from_several_threads():
+    results = {}
+
+    def worker(i):
+        results[i] = hvd.allreduce(torch.full((2,), float(i)), op=hvd.Sum, name=f'threads.{i}')
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+    for t in reversed(threads) if hvd.rank() % 2 else threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i in range(4):
+        assert torch.equal(results[i], torch.full((2,), float(i * hvd.size())))
+
+
+def test_a_signal_handler_acts_during_a_blocking_call():
+    # Rank 0 blocks on an operation the others submit only 3 s later; its timer's
+    # handler must raise within a fraction of a second, not after the call returns.
+    if hvd.rank() == 0:
+        def interrupt(signum, frame):
+            raise KeyboardInterrupt
+
+        previous = signal.signal(signal.SIGALRM, interrupt)
+        signal.setitimer(signal.ITIMER_REAL, 0.3)
+        started = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            hvd.allreduce(torch.ones(1000), name='signals.late')
+        elapsed = time.monotonic() - started
+        signal.signal(signal.SIGALRM, previous)
+        assert elapsed < 1.0, f'the handler ran {elapsed:.2f} s after the signal'
+    else:
+        time.sleep(3.0)
+        hvd.allreduce(torch.ones(1000), name='signals.late')
+    # The interrupted operation finished in the background; the job goes on.
+    hvd.barrier()
+    assert torch.equal(hvd.allreduce(torch.ones(1), op=hvd.Sum, name='signals.after'),
+                       torch.full((1,), float(hvd.size())))
+
+
+class Squares(torch.utils.data.Dataset):
+    def __len__(self):
+        return 16
+
+    def __getitem__(self, i):
+        return torch.tensor([float(i * i)])
+
+
+def test_a_dataloader_with_forked_workers():
+    loader = torch.utils.data.DataLoader(Squares(), batch_size=4, num_workers=2,
+                                         multiprocessing_context='fork')
+    total = sum(batch.sum().item() for batch in loader)
+    assert total == sum(i * i for i in range(16))
+    out = hvd.allreduce(torch.tensor([total]), op=hvd.Sum, name='dataloader.total')
+    assert out.item() == total * hvd.size()
+
+
+def test_a_dropped_handle_keeps_its_tensors_until_done():
+    handles = [hvd.allreduce_async(torch.ones(1 << 16), op=hvd.Sum, name=f'dropped.{i}') for i in range(4)]
+    del handles  # kolo still writes the outputs; they must outlive the handles
+    hvd.barrier()
+    assert torch.equal(hvd.allreduce(torch.ones(2), op=hvd.Sum, name='dropped.after'),
+                       torch.full((2,), float(hvd.size())))
+
+
+def test_shutdown_then_init_starts_a_new_session():
+    hvd.shutdown()
+    assert not hvd.is_initialized()
+    with pytest.raises(hvd.ShutdownError):
+        hvd.allreduce(torch.ones(1), name='after.shutdown')
+    hvd.init()
+    assert torch.equal(hvd.allreduce(torch.ones(2), op=hvd.Sum, name='new.session'),
+                       torch.full((2,), float(hvd.size())))
