@@ -13,4 +13,14 @@ test -x "$work/prefix/bin/kolorun"
 "$work/prefix/bin/kolorun" -np 2 "$work/build/consumer" | tee "$work/out"
 grep -q '^\[0\]<stdout>:consumer: rank 0 of 2, sum 42.0$' "$work/out"
 grep -q '^\[1\]<stdout>:consumer: rank 1 of 2, sum 42.0$' "$work/out"
+# kolo.torch, where it was built: the installed package imports with Debian's
+# python3 and runs a collective under the installed kolorun.
+package=$(find "$work/prefix" -path '*/dist-packages/kolo/torch/__init__.py' | head -1)
+if [[ -n $package ]]; then
+  site=${package%/kolo/torch/__init__.py}
+  PYTHONPATH=$site "$work/prefix/bin/kolorun" -np 2 /usr/bin/python3 -c \
+    'import kolo.torch as hvd, torch; hvd.init(); print("python: sum", hvd.allreduce(torch.ones(1), op=hvd.Sum).item())' \
+    | tee "$work/out"
+  grep -q '^\[1\]<stdout>:python: sum 2.0$' "$work/out"
+fi
 echo "install check passed"
