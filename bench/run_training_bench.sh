@@ -8,7 +8,11 @@
 #
 #   bench/run_training_bench.sh [--model resnet50] [--batch-size 32] [--image-size 48]
 #       [--num-warmup-batches 2] [--num-iters 5] [--num-batches-per-iter 2]
-#       [--threads 1] [--repeat 1] [--build-dir build]
+#       [--threads 1] [--repeat 1] [--build-dir build] [--python 0|1]
+#
+# With --python 1 the rounds also run kolo.torch from Python (Horovod's
+# pytorch_synthetic_benchmark.py in examples/python, torchvision's model of the
+# same name) with 1 and 2 workers, beside the C++ benchmark and DDP.
 #
 # Needs a build with -DKOLO_BUILD_EXAMPLES=ON -DKOLO_WITH_TORCH=ON and Debian's
 # python3-torch. Every worker gets --threads intra-op threads (1 by default, so
@@ -27,6 +31,7 @@ batches_per_iter=2
 threads=1
 repeat=1
 build_dir=build
+with_python=0
 
 usage() {
   awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0" >&2
@@ -45,6 +50,7 @@ while [[ $# -gt 0 ]]; do
     --threads) threads=$2 ;;
     --repeat) repeat=$2 ;;
     --build-dir) build_dir=$2 ;;
+    --python) with_python=$2 ;;
     *) usage ;;
   esac
   shift 2
@@ -78,8 +84,15 @@ best() { awk -v a="$1" -v b="$2" 'BEGIN { print (a > b ? a : b) }'; }
 echo "== $model, batch $batch_size per worker, ${image_size}x$image_size images, $threads thread(s) per worker" >&2
 # The same settings kolo::init() makes with mallopt (src/api/allocator_tuning.cc).
 tuned_malloc=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824
-kolo1=0 kolo2=0 ddp1=0 ddp2=0 tuned1=0 tuned2=0
+kolo1=0 kolo2=0 ddp1=0 ddp2=0 tuned1=0 tuned2=0 py1=0 py2=0
+python_benchmark=(env "PYTHONPATH=$build_dir/python" "$python" examples/python/pytorch_synthetic_benchmark.py)
 for round in $(seq "$repeat"); do
+  if [[ $with_python == 1 ]]; then
+    echo "-- round $round: kolo.torch (Python), 1 worker" >&2
+    py1=$(best "$py1" "$(total_img_sec "$kolorun" -np 1 "${python_benchmark[@]}" "${args[@]}")")
+    echo "-- round $round: kolo.torch (Python), 2 workers" >&2
+    py2=$(best "$py2" "$(total_img_sec "$kolorun" -np 2 "${python_benchmark[@]}" "${args[@]}")")
+  fi
   echo "-- round $round: kolo, 1 worker" >&2
   kolo1=$(best "$kolo1" "$(total_img_sec "$kolorun" -np 1 "$benchmark" "${args[@]}")")
   echo "-- round $round: kolo, 2 workers" >&2
@@ -101,3 +114,9 @@ awk -v k1="$kolo1" -v k2="$kolo2" -v d1="$ddp1" -v d2="$ddp2" -v t1="$tuned1" -v
   printf "%-34s %12.1f %12.1f %11.1f%%\n", "PyTorch DDP (gloo) tuned malloc", t1, t2, 100 * t2 / (2 * t1)
   printf "kolo / DDP with 2 workers: %.2fx (%.2fx against DDP with the tuned allocator)\n", k2 / d2, k2 / t2
 }'
+if [[ $with_python == 1 ]]; then
+  awk -v p1="$py1" -v p2="$py2" -v d2="$ddp2" 'BEGIN {
+    printf "%-34s %12.1f %12.1f %11.1f%%\n", "kolo.torch (Python)", p1, p2, 100 * p2 / (2 * p1)
+    printf "kolo.torch (Python) / DDP with 2 workers: %.2fx\n", p2 / d2
+  }'
+fi

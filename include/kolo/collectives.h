@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kolo/handle.h"
+#include "kolo/process_set.h"
 #include "kolo/types.h"
 
 namespace kolo {
@@ -26,10 +27,13 @@ struct AllreduceOptions {
   double prescale = 1.0;
   double postscale = 1.0;
   std::string name;
+  // The ranks that take part; every rank of the job by default.
+  ProcessSet process_set;
 };
 
 struct CollectiveOptions {
   std::string name;
+  ProcessSet process_set;
 };
 
 using Location = std::source_location;
@@ -82,7 +86,7 @@ Buffer reducescatter(const Tensor& input, ReduceOp op = ReduceOp::Average, const
 // Returns once every rank has entered the barrier.
 void barrier(const CollectiveOptions& options = {}, Location where = Location::current());
 
-// Declares that this rank has no more data. Until every rank has joined, the
+// Declares that this rank has no more data (in the global set). Until every rank has joined, the
 // others' allreduces go on with zeros in place of this rank's input (other
 // collectives fail while a rank has joined). Returns the last rank to join.
 int join();

@@ -5,5 +5,6 @@
 #include "kolo/collectives.h"
 #include "kolo/error.h"
 #include "kolo/handle.h"
+#include "kolo/process_set.h"
 #include "kolo/runtime.h"
 #include "kolo/types.h"

@@ -2,6 +2,7 @@
 // exceptions, and the collectives (operations.cc).
 #include "binding.h"
 #include "kolo/error.h"
+#include "kolo/process_set.h"
 #include "kolo/runtime.h"
 
 namespace kolo::python {
@@ -117,6 +118,9 @@ PYBIND11_MODULE(_kolo, m) {
   m.def("cross_rank", &kolo::cross_rank);
   m.def("cross_size", &kolo::cross_size);
   m.def("backend", &kolo::backend);
+  m.def("add_process_set", [](std::vector<int> ranks) { return kolo::add_process_set(std::move(ranks)).id; });
+  m.def("remove_process_set", [](int id) { kolo::remove_process_set(kolo::ProcessSet{id}); });
+  m.def("process_set_ranks", [](int id) { return kolo::process_set_ranks(kolo::ProcessSet{id}); });
   m.def("built", &built, "Which optional transports this kolo was built with.");
   m.def("set_package_dir", &set_package_dir);
   m.def("release_finished", &release_finished);

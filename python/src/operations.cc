@@ -13,6 +13,7 @@
 #include "binding.h"
 #include "kolo/collectives.h"
 #include "kolo/error.h"
+#include "kolo/process_set.h"
 #include "kolo/torch/collectives.h"
 #include "tensor_view.h"
 
@@ -138,14 +139,18 @@ Handle started(Start&& start) {
   return start();
 }
 
-AllreduceOptions allreduce_options(const Name& name, int op, double prescale, double postscale) {
-  return AllreduceOptions{reduce_op(op), prescale, postscale, operation_name("allreduce", name)};
+AllreduceOptions allreduce_options(const Name& name, int op, double prescale, double postscale, int set) {
+  return AllreduceOptions{reduce_op(op), prescale, postscale, operation_name("allreduce", name), ProcessSet{set}};
+}
+
+CollectiveOptions collective_options(const char* op, const Name& name, int set) {
+  return CollectiveOptions{operation_name(op, name), ProcessSet{set}};
 }
 
 at::Tensor allreduce(const at::Tensor& input, bool in_place, const Name& name, int op, double prescale,
-                     double postscale) {
+                     double postscale, int set) {
   release_finished();
-  const AllreduceOptions options = allreduce_options(name, op, prescale, postscale);
+  const AllreduceOptions options = allreduce_options(name, op, prescale, postscale, set);
   at::Tensor output = in_place ? input : at::empty_like(input, at::MemoryFormat::Contiguous);
   const Tensor in = view(input, "tensor");
   const Tensor out = in_place ? in : view(output, "output");
@@ -155,9 +160,9 @@ at::Tensor allreduce(const at::Tensor& input, bool in_place, const Name& name, i
 }
 
 Pending allreduce_async(const at::Tensor& input, bool in_place, const Name& name, int op, double prescale,
-                        double postscale) {
+                        double postscale, int set) {
   release_finished();
-  const AllreduceOptions options = allreduce_options(name, op, prescale, postscale);
+  const AllreduceOptions options = allreduce_options(name, op, prescale, postscale, set);
   at::Tensor output = in_place ? input : at::empty_like(input, at::MemoryFormat::Contiguous);
   const Tensor in = view(input, "tensor");
   Handle handle = in_place ? kolo::allreduce_async(in, options) : kolo::allreduce_async(in, view(output, "output"), options);
@@ -166,9 +171,10 @@ Pending allreduce_async(const at::Tensor& input, bool in_place, const Name& name
 
 // In place: the Python layer passes copies for the out-of-place form.
 Pending grouped_allreduce_async(const Tensors& tensors, const Name& name, int op, double prescale,
-                                double postscale) {
+                                double postscale, int set) {
   release_finished();
-  AllreduceOptions options{reduce_op(op), prescale, postscale, operation_name("grouped_allreduce", name)};
+  AllreduceOptions options{reduce_op(op), prescale, postscale, operation_name("grouped_allreduce", name),
+                           ProcessSet{set}};
   std::vector<Tensor> views;
   views.reserve(tensors.size());
   for (const auto& t : tensors) views.push_back(view(t, "every tensor of a group"));
@@ -176,39 +182,39 @@ Pending grouped_allreduce_async(const Tensors& tensors, const Name& name, int op
   return std::make_unique<PendingOperation>(std::move(handle), tensors, Result::Tensors);
 }
 
-at::Tensor allgather(const at::Tensor& input, const Name& name) {
+at::Tensor allgather(const at::Tensor& input, const Name& name, int set) {
   release_finished();
-  const CollectiveOptions options{operation_name("allgather", name)};
+  const CollectiveOptions options = collective_options("allgather", name, set);
   const Tensor in = view(input, "tensor");
   Handle handle = started([&] { return detail::start_allgather(in, options, Location::current()); });
   finish(handle, {input});
   return torch::detail::from_buffer(handle.take_output());
 }
 
-Pending allgather_async(const at::Tensor& input, const Name& name) {
+Pending allgather_async(const at::Tensor& input, const Name& name, int set) {
   release_finished();
-  Handle handle = kolo::allgather_async(view(input, "tensor"), {operation_name("allgather", name)});
+  Handle handle = kolo::allgather_async(view(input, "tensor"), collective_options("allgather", name, set));
   return std::make_unique<PendingOperation>(std::move(handle), Tensors{input}, Result::Output);
 }
 
 // In place, on `tensor`.
-void broadcast(const at::Tensor& tensor, int root, const Name& name) {
+void broadcast(const at::Tensor& tensor, int root, const Name& name, int set) {
   release_finished();
-  const CollectiveOptions options{operation_name("broadcast", name)};
+  const CollectiveOptions options = collective_options("broadcast", name, set);
   const Tensor t = view(tensor, "tensor");
   Handle handle = started([&] { return detail::start_broadcast(t, root, options, Location::current()); });
   finish(handle, {tensor});
 }
 
-Pending broadcast_async(const at::Tensor& tensor, int root, const Name& name) {
+Pending broadcast_async(const at::Tensor& tensor, int root, const Name& name, int set) {
   release_finished();
-  Handle handle = kolo::broadcast_async(view(tensor, "tensor"), root, {operation_name("broadcast", name)});
+  Handle handle = kolo::broadcast_async(view(tensor, "tensor"), root, collective_options("broadcast", name, set));
   return std::make_unique<PendingOperation>(std::move(handle), Tensors{tensor}, Result::Tensor, tensor);
 }
 
-py::tuple alltoall(const at::Tensor& input, std::vector<std::int64_t> splits, const Name& name) {
+py::tuple alltoall(const at::Tensor& input, std::vector<std::int64_t> splits, const Name& name, int set) {
   release_finished();
-  const CollectiveOptions options{operation_name("alltoall", name)};
+  const CollectiveOptions options = collective_options("alltoall", name, set);
   const Tensor in = view(input, "tensor");
   Handle handle =
       started([&] { return detail::start_alltoall(in, std::move(splits), options, Location::current()); });
@@ -217,16 +223,16 @@ py::tuple alltoall(const at::Tensor& input, std::vector<std::int64_t> splits, co
   return py::make_tuple(torch::detail::from_buffer(handle.take_output()), received);
 }
 
-Pending alltoall_async(const at::Tensor& input, std::vector<std::int64_t> splits, const Name& name) {
+Pending alltoall_async(const at::Tensor& input, std::vector<std::int64_t> splits, const Name& name, int set) {
   release_finished();
-  Handle handle = kolo::alltoall_async(view(input, "tensor"), std::move(splits), {operation_name("alltoall", name)});
+  Handle handle = kolo::alltoall_async(view(input, "tensor"), std::move(splits), collective_options("alltoall", name, set));
   return std::make_unique<PendingOperation>(std::move(handle), Tensors{input}, Result::Alltoall);
 }
 
-at::Tensor reducescatter(const at::Tensor& input, int op, const Name& name) {
+at::Tensor reducescatter(const at::Tensor& input, int op, const Name& name, int set) {
   release_finished();
   const ReduceOp reduce = reduce_op(op);
-  const CollectiveOptions options{operation_name("reducescatter", name)};
+  const CollectiveOptions options = collective_options("reducescatter", name, set);
   const Tensor in = view(input, "tensor");
   Handle handle =
       started([&] { return detail::start_reducescatter(in, reduce, options, Location::current()); });
@@ -234,15 +240,14 @@ at::Tensor reducescatter(const at::Tensor& input, int op, const Name& name) {
   return torch::detail::from_buffer(handle.take_output());
 }
 
-Pending reducescatter_async(const at::Tensor& input, int op, const Name& name) {
+Pending reducescatter_async(const at::Tensor& input, int op, const Name& name, int set) {
   release_finished();
-  Handle handle =
-      kolo::reducescatter_async(view(input, "tensor"), reduce_op(op), {operation_name("reducescatter", name)});
+  Handle handle = kolo::reducescatter_async(view(input, "tensor"), reduce_op(op), collective_options("reducescatter", name, set));
   return std::make_unique<PendingOperation>(std::move(handle), Tensors{input}, Result::Output);
 }
 
-void barrier(const Name& name) {
-  const CollectiveOptions options{operation_name("barrier", name)};
+void barrier(const Name& name, int set) {
+  const CollectiveOptions options = collective_options("barrier", name, set);
   Handle handle = started([&] { return detail::start_barrier(options, Location::current()); });
   finish(handle, {});
 }
@@ -263,21 +268,22 @@ void define_operations(py::module_& m) {
 
   using py::arg;
   const auto none = py::none();
+  const auto set = arg("process_set") = 0;
   m.def("allreduce", &allreduce, arg("tensor"), arg("in_place"), arg("name") = none, arg("op"),
-        arg("prescale"), arg("postscale"));
+        arg("prescale"), arg("postscale"), set);
   m.def("allreduce_async", &allreduce_async, arg("tensor"), arg("in_place"), arg("name") = none, arg("op"),
-        arg("prescale"), arg("postscale"));
+        arg("prescale"), arg("postscale"), set);
   m.def("grouped_allreduce_async", &grouped_allreduce_async, arg("tensors"), arg("name") = none, arg("op"),
-        arg("prescale"), arg("postscale"));
-  m.def("allgather", &allgather, arg("tensor"), arg("name") = none);
-  m.def("allgather_async", &allgather_async, arg("tensor"), arg("name") = none);
-  m.def("broadcast", &broadcast, arg("tensor"), arg("root_rank"), arg("name") = none);
-  m.def("broadcast_async", &broadcast_async, arg("tensor"), arg("root_rank"), arg("name") = none);
-  m.def("alltoall", &alltoall, arg("tensor"), arg("splits"), arg("name") = none);
-  m.def("alltoall_async", &alltoall_async, arg("tensor"), arg("splits"), arg("name") = none);
-  m.def("reducescatter", &reducescatter, arg("tensor"), arg("op"), arg("name") = none);
-  m.def("reducescatter_async", &reducescatter_async, arg("tensor"), arg("op"), arg("name") = none);
-  m.def("barrier", &barrier, arg("name") = none);
+        arg("prescale"), arg("postscale"), set);
+  m.def("allgather", &allgather, arg("tensor"), arg("name") = none, set);
+  m.def("allgather_async", &allgather_async, arg("tensor"), arg("name") = none, set);
+  m.def("broadcast", &broadcast, arg("tensor"), arg("root_rank"), arg("name") = none, set);
+  m.def("broadcast_async", &broadcast_async, arg("tensor"), arg("root_rank"), arg("name") = none, set);
+  m.def("alltoall", &alltoall, arg("tensor"), arg("splits"), arg("name") = none, set);
+  m.def("alltoall_async", &alltoall_async, arg("tensor"), arg("splits"), arg("name") = none, set);
+  m.def("reducescatter", &reducescatter, arg("tensor"), arg("op"), arg("name") = none, set);
+  m.def("reducescatter_async", &reducescatter_async, arg("tensor"), arg("op"), arg("name") = none, set);
+  m.def("barrier", &barrier, arg("name") = none, set);
   m.def("join", &join);
   m.def("operation_name", &operation_name, arg("op"), arg("name") = none,
         "The name an operation of kind `op` gets (Horovod's '<op>.<name>', or one from the caller's line).");

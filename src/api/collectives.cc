@@ -71,8 +71,8 @@ std::shared_ptr<detail::OpState> new_state(const std::string& name, int parts = 
 }
 
 // The entries are moved from.
-Handle submit(std::span<Entry> entries) {
-  auto engine = runtime::engine();
+Handle submit(std::span<Entry> entries, const ProcessSet& set) {
+  auto engine = runtime::engine(set);
   auto state = entries.front().state;
   state->engine = engine;
   engine->submit(entries, !t_caller_waits);
@@ -80,18 +80,18 @@ Handle submit(std::span<Entry> entries) {
   return Handle(state);
 }
 
-Handle submit(Request request, const void* input, void* output) {
+Handle submit(Request request, const void* input, void* output, const ProcessSet& set) {
   auto state = new_state(request.name);
   Entry entry{std::move(request), input, output, std::move(state)};
-  return submit({&entry, 1});
+  return submit({&entry, 1}, set);
 }
 
 // A blocking allgather, broadcast, alltoall or reducescatter: the engine's express
 // path when it applies (the operation cached, nothing else pending), else
 // submitted as usual. The Handle is complete, or about to be waited on. The
 // caller holds CallerWaits.
-Handle run_blocking(Request request, const void* input, void* output) {
-  auto engine = runtime::engine();
+Handle run_blocking(Request request, const void* input, void* output, const ProcessSet& set) {
+  auto engine = runtime::engine(set);
   auto state = new_state(request.name);
   Entry entry{std::move(request), input, output, state};
   switch (engine->express(entry)) {
@@ -99,7 +99,7 @@ Handle run_blocking(Request request, const void* input, void* output) {
     case engine::Engine::Express::Pending: state->engine = engine; return Handle(std::move(state));
     case engine::Engine::Express::NotApplicable: break;
   }
-  return submit({&entry, 1});
+  return submit({&entry, 1}, set);
 }
 
 // The in-place form passes the same tensor twice: one check, one name ("tensor").
@@ -133,7 +133,7 @@ Handle detail::start_allreduce(const Tensor& input, const Tensor& output, const 
   std::string generated;  // the name when the user gave none; else options.name is used as it is
   const std::string& name = options.name.empty() ? (generated = auto_name("allreduce", where)) : options.name;
   check_allreduce(input, output, options, name);
-  auto engine = runtime::engine();
+  auto engine = runtime::engine(options.process_set);
   std::shared_ptr<detail::OpState> pending;
   const engine::AllreduceCall call{name,       input.data,         output.data,      input.dtype,
                                    input.shape, options.op, options.prescale, options.postscale};
@@ -143,7 +143,7 @@ Handle detail::start_allreduce(const Tensor& input, const Tensor& output, const 
     case engine::Engine::Express::NotApplicable: break;
   }
   CallerWaits waits;
-  return submit(call.request(), input.data, output.data);
+  return submit(call.request(), input.data, output.data, options.process_set);
 }
 
 namespace {
@@ -161,7 +161,7 @@ Handle allreduce_async(const Tensor& tensor, const AllreduceOptions& options, Lo
 Handle allreduce_async(const Tensor& input, const Tensor& output, const AllreduceOptions& options, Location where) {
   auto name = name_for(options.name, "allreduce", where);
   check_allreduce(input, output, options, name);
-  return submit(allreduce_request(std::move(name), input, options), input.data, output.data);
+  return submit(allreduce_request(std::move(name), input, options), input.data, output.data, options.process_set);
 }
 
 void allreduce(const Tensor& tensor, const AllreduceOptions& options, Location where) {
@@ -186,7 +186,7 @@ Handle grouped_allreduce_async(std::span<const Tensor> tensors, const AllreduceO
     r.group_size = static_cast<std::int32_t>(tensors.size());
     entries.push_back(Entry{std::move(r), tensors[i].data, tensors[i].data, state});
   }
-  return submit(entries);
+  return submit(entries, options.process_set);
 }
 
 void grouped_allreduce(std::span<const Tensor> tensors, const AllreduceOptions& options, Location where) {
@@ -234,12 +234,12 @@ Request reducescatter_request(const Tensor& input, ReduceOp op, const Collective
 }  // namespace
 
 Handle allgather_async(const Tensor& input, const CollectiveOptions& options, Location where) {
-  return submit(allgather_request(input, options, where), input.data, nullptr);
+  return submit(allgather_request(input, options, where), input.data, nullptr, options.process_set);
 }
 
 Handle detail::start_allgather(const Tensor& input, const CollectiveOptions& options, const Location& where) {
   CallerWaits waits;
-  return run_blocking(allgather_request(input, options, where), input.data, nullptr);
+  return run_blocking(allgather_request(input, options, where), input.data, nullptr, options.process_set);
 }
 
 Buffer allgather(const Tensor& input, const CollectiveOptions& options, Location where) {
@@ -247,13 +247,13 @@ Buffer allgather(const Tensor& input, const CollectiveOptions& options, Location
 }
 
 Handle broadcast_async(const Tensor& tensor, int root, const CollectiveOptions& options, Location where) {
-  return submit(broadcast_request(tensor, root, options, where), tensor.data, tensor.data);
+  return submit(broadcast_request(tensor, root, options, where), tensor.data, tensor.data, options.process_set);
 }
 
 Handle detail::start_broadcast(const Tensor& tensor, int root, const CollectiveOptions& options,
                                const Location& where) {
   CallerWaits waits;
-  return run_blocking(broadcast_request(tensor, root, options, where), tensor.data, tensor.data);
+  return run_blocking(broadcast_request(tensor, root, options, where), tensor.data, tensor.data, options.process_set);
 }
 
 void broadcast(const Tensor& tensor, int root, const CollectiveOptions& options, Location where) {
@@ -262,13 +262,15 @@ void broadcast(const Tensor& tensor, int root, const CollectiveOptions& options,
 
 Handle alltoall_async(const Tensor& input, std::vector<std::int64_t> splits, const CollectiveOptions& options,
                       Location where) {
-  return submit(alltoall_request(input, std::move(splits), options, where), input.data, nullptr);
+  return submit(alltoall_request(input, std::move(splits), options, where), input.data, nullptr,
+                options.process_set);
 }
 
 Handle detail::start_alltoall(const Tensor& input, std::vector<std::int64_t> splits, const CollectiveOptions& options,
                               const Location& where) {
   CallerWaits waits;
-  return run_blocking(alltoall_request(input, std::move(splits), options, where), input.data, nullptr);
+  return run_blocking(alltoall_request(input, std::move(splits), options, where), input.data, nullptr,
+                      options.process_set);
 }
 
 Buffer alltoall(const Tensor& input, std::vector<std::int64_t> splits, const CollectiveOptions& options,
@@ -277,13 +279,13 @@ Buffer alltoall(const Tensor& input, std::vector<std::int64_t> splits, const Col
 }
 
 Handle reducescatter_async(const Tensor& input, ReduceOp op, const CollectiveOptions& options, Location where) {
-  return submit(reducescatter_request(input, op, options, where), input.data, nullptr);
+  return submit(reducescatter_request(input, op, options, where), input.data, nullptr, options.process_set);
 }
 
 Handle detail::start_reducescatter(const Tensor& input, ReduceOp op, const CollectiveOptions& options,
                                    const Location& where) {
   CallerWaits waits;
-  return run_blocking(reducescatter_request(input, op, options, where), input.data, nullptr);
+  return run_blocking(reducescatter_request(input, op, options, where), input.data, nullptr, options.process_set);
 }
 
 Buffer reducescatter(const Tensor& input, ReduceOp op, const CollectiveOptions& options, Location where) {
@@ -295,7 +297,7 @@ Handle detail::start_barrier(const CollectiveOptions& options, const Location& w
   r.name = name_for(options.name, "barrier", where);
   r.op = OpType::Barrier;
   CallerWaits waits;
-  return submit(std::move(r), nullptr, nullptr);
+  return submit(std::move(r), nullptr, nullptr, options.process_set);
 }
 
 void barrier(const CollectiveOptions& options, Location where) { detail::start_barrier(options, where).wait(); }
@@ -305,7 +307,7 @@ Handle detail::start_join() {
   r.name = "kolo.join";
   r.op = OpType::Join;
   CallerWaits waits;
-  return submit(std::move(r), nullptr, nullptr);
+  return submit(std::move(r), nullptr, nullptr, global_process_set);
 }
 
 int join() { return detail::start_join().last_joined_rank(); }

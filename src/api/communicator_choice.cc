@@ -1,5 +1,6 @@
 #include "api/communicator_choice.h"
 
+#include <algorithm>
 #include <optional>
 #include <vector>
 
@@ -148,6 +149,26 @@ std::unique_ptr<comm::Communicator> choose(const Topology& t, int generation, st
 }
 
 }  // namespace
+
+std::unique_ptr<comm::Communicator> make_set_communicator(const Topology& t, int generation, store::StoreClient* store,
+                                                          int set_id, const std::vector<int>& ranks) {
+  const int index = static_cast<int>(std::find(ranks.begin(), ranks.end(), t.rank) - ranks.begin());
+  const int size = static_cast<int>(ranks.size());
+  if (size == 1) return comm::make_self_communicator();
+  const std::string set_name = "set" + std::to_string(set_id);
+  const Backend backend = backend_from_env();
+  if (t.cross_size == 1 && (backend == Backend::Auto || backend == Backend::Shm))
+    return comm::make_shm_communicator(index, size, t.job_id + "-" + std::to_string(generation) + "-" + set_name,
+                                       options_from_env());
+  comm::GlooGroup group;
+  group.rank = index;
+  group.size = size;
+  group.key_prefix = generation_prefix(generation) + set_name + "/gloo/";
+  group.verdict_prefix = verdict_prefix(generation) + set_name + "/";
+  group.job_ranks = ranks;
+  return comm::make_gloo_communicator(group, require_store(store, "a process set's TCP communicator"),
+                                      comm::GlooNetwork::from_env(t.cross_size == 1), options_from_env());
+}
 
 std::unique_ptr<comm::Communicator> make_communicator(const Topology& t, int generation, store::StoreClient* store) {
   if (t.size == 1) return comm::make_self_communicator();

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "api/topology.h"
 #include "comm/communicator.h"
@@ -28,5 +29,13 @@ namespace kolo {
 // must outlive the communicator.
 std::unique_ptr<comm::Communicator> make_communicator(const Topology& topology, int generation,
                                                       store::StoreClient* store);
+
+// The communicator of process set `set_id` among its members `ranks` (job ranks,
+// ascending, this rank among them): shared memory when the job runs on one host
+// (unless KOLO_BACKEND asks for TCP), else TCP through Gloo between the members.
+// Its ranks are the members' indices in `ranks`.
+std::unique_ptr<comm::Communicator> make_set_communicator(const Topology& topology, int generation,
+                                                          store::StoreClient* store, int set_id,
+                                                          const std::vector<int>& ranks);
 
 }  // namespace kolo

@@ -10,6 +10,7 @@
 #include "api/allocator_tuning.h"
 #include "api/topology.h"
 #include "api/communicator_choice.h"
+#include "api/process_set_table.h"
 #include "common/env.h"
 #include "common/logging.h"
 #include "kolo/error.h"
@@ -21,8 +22,11 @@ namespace {
 
 struct Session {
   Topology topology;
+  int generation = 0;
   std::unique_ptr<store::StoreClient> store;
+  engine::EngineConfig config;
   std::shared_ptr<engine::Engine> engine;
+  ProcessSetTable sets;
 };
 
 std::mutex g_mutex;
@@ -70,6 +74,20 @@ std::shared_ptr<engine::Engine> engine() {
   if (!g_session) throw ShutdownError("kolo is not initialized: call kolo::init() first");
   return g_session->engine;
 }
+
+std::shared_ptr<engine::Engine> engine(const ProcessSet& set) {
+  if (set.id == 0) return engine();
+  std::lock_guard lock(g_mutex);
+  if (!g_session) throw ShutdownError("kolo is not initialized: call kolo::init() first");
+  return g_session->sets.engine(set.id, g_session->topology.rank);
+}
+
+SessionView session() {
+  std::lock_guard lock(g_mutex);
+  if (!g_session) throw ShutdownError("kolo is not initialized: call kolo::init() first");
+  return SessionView{&g_session->topology, g_session->generation, g_session->store.get(), &g_session->config,
+                     &g_session->sets};
+}
 }  // namespace runtime
 
 void init() {
@@ -81,11 +99,13 @@ void init() {
   const Topology& t = session->topology;
   log::set_rank(t.size > 1 ? t.rank : -1);
   const int generation = g_generation++;
+  session->generation = generation;
   auto start_timeout = env::get_seconds("KOLO_START_TIMEOUT", std::chrono::seconds(30));
   if (!t.store_addr.empty()) session->store = rendezvous(t, generation, start_timeout);
   auto config = engine::EngineConfig::from_env();
   if (config.flight_recorder_dir.empty())
     config.flight_recorder_dir = "/tmp/kolo-flight-" + (t.job_id.empty() ? std::to_string(getpid()) : t.job_id);
+  session->config = config;
   session->engine = std::make_shared<engine::Engine>(make_communicator(t, generation, session->store.get()), config);
   g_session = std::move(session);
   static std::once_flag at_exit;
@@ -100,7 +120,10 @@ void shutdown() {
   }
   // Outside the lock: the engine's thread may still complete handles whose waiters
   // call into the API.
-  if (session) session->engine->shutdown();
+  if (!session) return;
+  for (auto& set : session->sets.take_all())
+    if (set.engine) set.engine->shutdown();
+  session->engine->shutdown();
 }
 
 bool is_initialized() {

@@ -3,12 +3,31 @@
 
 #include <memory>
 
+#include "api/process_set_table.h"
+#include "api/topology.h"
 #include "engine/engine.h"
+#include "kolo/process_set.h"
+#include "store/store.h"
 
 namespace kolo::runtime {
 
 // The running engine; throws ShutdownError when kolo is not initialized. Shared,
 // so that a concurrent shutdown() cannot free it under a submitting thread.
 std::shared_ptr<engine::Engine> engine();
+// The engine of a process set on this rank; InvalidArgumentError when the set
+// does not exist or this rank is not in it.
+std::shared_ptr<engine::Engine> engine(const ProcessSet& set);
+
+// What making a process set needs of the session. Valid until shutdown(), which
+// must not race add_process_set() or remove_process_set().
+struct SessionView {
+  const Topology* topology = nullptr;
+  int generation = 0;
+  store::StoreClient* store = nullptr;
+  const engine::EngineConfig* config = nullptr;
+  ProcessSetTable* sets = nullptr;
+};
+// Throws ShutdownError when kolo is not initialized.
+SessionView session();
 
 }  // namespace kolo::runtime

@@ -70,7 +70,7 @@ def test_bad_arguments_on_this_rank():
         hvd.allreduce(torch.ones(2, dtype=torch.complex64), name='complex')
     with pytest.raises(ValueError):
         hvd.reducescatter(torch.ones(2), op=hvd.Max)
-    with pytest.raises(NotImplementedError, match='process set'):
+    with pytest.raises(ValueError, match='not a registered process set'):
         hvd.allreduce(torch.ones(2), process_set=hvd.ProcessSet([0]))
     works_after()
 

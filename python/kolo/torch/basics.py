@@ -2,7 +2,7 @@
 
 
 from kolo.torch import _kolo
-from kolo.torch.process_sets import _check_process_set
+from kolo.torch.process_sets import add_process_set
 
 
 def init(comm=None, process_sets=None):
@@ -12,9 +12,13 @@ def init(comm=None, process_sets=None):
     if comm is not None:
         raise NotImplementedError('kolo.torch.init: comm (an MPI communicator or a list of ranks) is not '
                                   'supported; kolo joins every rank of the job')
+    if isinstance(process_sets, str):
+        raise NotImplementedError(f"kolo.torch.init: process_sets={process_sets!r}; pass a list of ProcessSets "
+                                  "(kolo adds and removes sets at any time without 'dynamic')")
     _kolo.init()
     for process_set in process_sets or []:
-        _check_process_set(process_set)
+        if getattr(process_set, 'process_set_id', None) is None:
+            add_process_set(process_set)
 
 
 shutdown = _kolo.shutdown

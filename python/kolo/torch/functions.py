@@ -8,7 +8,7 @@ import torch
 
 from kolo.torch import _kolo
 from kolo.torch.mpi_ops import allgather, broadcast_, broadcast_async_, synchronize
-from kolo.torch.process_sets import global_process_set, _check_process_set
+from kolo.torch.process_sets import global_process_set, _set_id
 
 
 def broadcast_parameters(params, root_rank, process_set=global_process_set):
@@ -16,7 +16,7 @@ def broadcast_parameters(params, root_rank, process_set=global_process_set):
 
     `params` is a model's state_dict() or named_parameters(): a mapping or an
     iterable of (name, tensor) pairs. Names must agree across ranks."""
-    _check_process_set(process_set)
+    _set_id(process_set)
     if isinstance(params, collections.abc.Mapping):
         items = sorted(params.items())
     elif isinstance(params, collections.abc.Iterable):
@@ -29,7 +29,8 @@ def broadcast_parameters(params, root_rank, process_set=global_process_set):
             continue
         if not isinstance(p, torch.Tensor):
             raise ValueError(f'parameter {name!r} is a {type(p).__name__}, not a tensor')
-        handles.append(broadcast_async_(p, root_rank, name='broadcast_parameters.' + str(name)))
+        handles.append(broadcast_async_(p, root_rank, name='broadcast_parameters.' + str(name),
+                                       process_set=process_set))
     for handle in handles:
         synchronize(handle)
 
@@ -38,7 +39,7 @@ def broadcast_optimizer_state(optimizer, root_rank, process_set=global_process_s
     """Overwrites every rank's optimizer state (hyper-parameters and per-parameter
     state such as momentum) with root_rank's, tensors through broadcasts and the
     rest as one pickled object."""
-    _check_process_set(process_set)
+    _set_id(process_set)
     if isinstance(optimizer, torch.optim.LBFGS):
         raise ValueError('cannot broadcast torch.optim.LBFGS state')
     state_dict = optimizer.state_dict()
@@ -55,13 +56,14 @@ def broadcast_optimizer_state(optimizer, root_rank, process_set=global_process_s
         if isinstance(value, (list, tuple)):
             return type(value)(strip(v) for v in value)
         return value
-    structure = broadcast_object(strip(state_dict), root_rank, name='broadcast_optimizer_state.structure')
+    structure = broadcast_object(strip(state_dict), root_rank, name='broadcast_optimizer_state.structure',
+                                 process_set=process_set)
 
     slots = []
 
     def fill(value):
         if isinstance(value, _TensorSlot):
-            own = tensors[value.index] if _kolo.rank() == root_rank else None
+            own = tensors[value.index] if process_set.rank() == root_rank else None
             tensor = own if own is not None else torch.empty(value.shape, dtype=value.dtype)
             slots.append(tensor)
             return tensor
@@ -71,10 +73,11 @@ def broadcast_optimizer_state(optimizer, root_rank, process_set=global_process_s
             return type(value)(fill(v) for v in value)
         return value
     received = fill(structure)
-    handles = [broadcast_async_(t, root_rank, name=f'broadcast_optimizer_state.{i}') for i, t in enumerate(slots)]
+    handles = [broadcast_async_(t, root_rank, name=f'broadcast_optimizer_state.{i}', process_set=process_set)
+               for i, t in enumerate(slots)]
     for handle in handles:
         synchronize(handle)
-    if _kolo.rank() != root_rank:
+    if process_set.rank() != root_rank:
         optimizer.load_state_dict(received)
 
 
@@ -97,28 +100,29 @@ def _from_bytes(tensor):
 
 def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set):
     """root_rank's `obj` (any picklable object) on every rank."""
-    _check_process_set(process_set)
+    _set_id(process_set)
     name = _kolo.operation_name('broadcast_object', name)
-    if _kolo.rank() == root_rank:
+    if process_set.rank() == root_rank:
         payload = _to_bytes(obj)
         length = torch.tensor([payload.numel()], dtype=torch.int64)
     else:
         payload = None
         length = torch.zeros(1, dtype=torch.int64)
-    broadcast_(length, root_rank, name=name + '.length')
+    broadcast_(length, root_rank, name=name + '.length', process_set=process_set)
     if payload is None:
         payload = torch.empty(int(length.item()), dtype=torch.uint8)
-    broadcast_(payload, root_rank, name=name + '.payload')
-    return obj if _kolo.rank() == root_rank else _from_bytes(payload)
+    broadcast_(payload, root_rank, name=name + '.payload', process_set=process_set)
+    return obj if process_set.rank() == root_rank else _from_bytes(payload)
 
 
 def allgather_object(obj, name=None, process_set=global_process_set):
     """Every rank's `obj` (any picklable object), as a list in rank order."""
-    _check_process_set(process_set)
+    _set_id(process_set)
     name = _kolo.operation_name('allgather_object', name)
     payload = _to_bytes(obj)
-    lengths = allgather(torch.tensor([payload.numel()], dtype=torch.int64), name=name + '.length')
-    gathered = allgather(payload, name=name + '.payload')
+    lengths = allgather(torch.tensor([payload.numel()], dtype=torch.int64), name=name + '.length',
+                        process_set=process_set)
+    gathered = allgather(payload, name=name + '.payload', process_set=process_set)
     out, offset = [], 0
     for length in lengths.tolist():
         out.append(_from_bytes(gathered[offset:offset + length]))

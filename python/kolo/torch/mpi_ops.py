@@ -9,7 +9,7 @@ import torch
 
 from kolo.torch import _kolo
 from kolo.torch.compression import Compression
-from kolo.torch.process_sets import ProcessSet, global_process_set, _check_process_set  # noqa: F401
+from kolo.torch.process_sets import ProcessSet, global_process_set, _set_id  # noqa: F401
 
 # Horovod's values of its op constants.
 Average = 0
@@ -111,7 +111,8 @@ class _Allreduce(torch.autograd.Function):
     def forward(ctx, tensor, name, op, prescale_factor, postscale_factor, process_set):
         ctx.op, ctx.prescale, ctx.postscale, ctx.process_set = op, prescale_factor, postscale_factor, process_set
         ctx.grad_name = _grad_name(name)
-        return _kolo.allreduce(_contiguous(tensor.detach()), False, name, op, prescale_factor, postscale_factor)
+        return _kolo.allreduce(_contiguous(tensor.detach()), False, name, op, prescale_factor, postscale_factor,
+                               process_set=_set_id(process_set))
 
     @staticmethod
     def backward(ctx, grad_output):
@@ -124,20 +125,20 @@ def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.
                     process_set=global_process_set):
     """Starts averaging (or op-reducing) `tensor` over all ranks into a new tensor; returns a handle."""
     op = _resolve_op(op, average)
-    _check_process_set(process_set)
-    return _kolo.allreduce_async(_contiguous(tensor.detach()), False, name, op, prescale_factor, postscale_factor)
+    return _kolo.allreduce_async(_contiguous(tensor.detach()), False, name, op, prescale_factor, postscale_factor,
+                                 process_set=_set_id(process_set))
 
 
 def allreduce(tensor, average=None, name=None, compression=Compression.none, op=None, prescale_factor=1.0,
               postscale_factor=1.0, process_set=global_process_set):
     """Averages (or op-reduces) `tensor` over all ranks into a new tensor; differentiable."""
     op = _resolve_op(op, average)
-    _check_process_set(process_set)
     compressed, ctx = compression.compress(tensor)
     if _needs_grad(compressed):
         reduced = _Allreduce.apply(compressed, name, op, prescale_factor, postscale_factor, process_set)
     else:
-        reduced = _kolo.allreduce(_contiguous(compressed), False, name, op, prescale_factor, postscale_factor)
+        reduced = _kolo.allreduce(_contiguous(compressed), False, name, op, prescale_factor, postscale_factor,
+                                  process_set=_set_id(process_set))
     return compression.decompress(reduced, ctx)
 
 
@@ -145,17 +146,17 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
                      process_set=global_process_set):
     """Starts reducing `tensor` in place; returns a handle."""
     op = _resolve_op(op, average)
-    _check_process_set(process_set)
+    set_id = _set_id(process_set)
     return _in_place_async(tensor, lambda t: _kolo.allreduce_async(t, True, name, op, prescale_factor,
-                                                                   postscale_factor))
+                                                                   postscale_factor, process_set=set_id))
 
 
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
                process_set=global_process_set):
     """Reduces `tensor` in place and returns it."""
     op = _resolve_op(op, average)
-    _check_process_set(process_set)
-    return _in_place(tensor, lambda t: _kolo.allreduce(t, True, name, op, prescale_factor, postscale_factor))
+    return _in_place(tensor, lambda t: _kolo.allreduce(t, True, name, op, prescale_factor, postscale_factor,
+                                                       process_set=_set_id(process_set)))
 
 
 class _GroupedAllreduce(torch.autograd.Function):
@@ -164,7 +165,8 @@ class _GroupedAllreduce(torch.autograd.Function):
         ctx.op, ctx.prescale, ctx.postscale, ctx.process_set = op, prescale_factor, postscale_factor, process_set
         ctx.grad_name = _grad_name(name)
         copies = [_contiguous_copy(t) for t in tensors]
-        return tuple(_kolo.grouped_allreduce_async(copies, name, op, prescale_factor, postscale_factor).wait())
+        return tuple(_kolo.grouped_allreduce_async(copies, name, op, prescale_factor, postscale_factor,
+                                                   process_set=_set_id(process_set)).wait())
 
     @staticmethod
     def backward(ctx, *grad_outputs):
@@ -190,23 +192,23 @@ def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_
                             process_set=global_process_set):
     """Starts reducing the tensors as one unit (none before all are ready everywhere) into new tensors."""
     op = _resolve_op(op, average)
-    _check_process_set(process_set)
     copies = [_contiguous_copy(t) for t in tensors]
-    return _kolo.grouped_allreduce_async(copies, name, op, prescale_factor, postscale_factor)
+    return _kolo.grouped_allreduce_async(copies, name, op, prescale_factor, postscale_factor,
+                                         process_set=_set_id(process_set))
 
 
 def grouped_allreduce(tensors, average=None, name=None, compression=Compression.none, op=None,
                       prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set):
     """Reduces the tensors as one unit into new tensors; differentiable."""
     op = _resolve_op(op, average)
-    _check_process_set(process_set)
     compressed = [compression.compress(t) for t in tensors]
     inputs = [c for c, _ in compressed]
     if any(_needs_grad(t) for t in inputs):
         reduced = _GroupedAllreduce.apply(name, op, prescale_factor, postscale_factor, process_set, *inputs)
     else:
         copies = [_contiguous_copy(t) for t in inputs]
-        reduced = _kolo.grouped_allreduce_async(copies, name, op, prescale_factor, postscale_factor).wait()
+        reduced = _kolo.grouped_allreduce_async(copies, name, op, prescale_factor, postscale_factor,
+                                                process_set=_set_id(process_set)).wait()
     return [compression.decompress(r, ctx) for r, (_, ctx) in zip(reduced, compressed)]
 
 
@@ -214,10 +216,9 @@ def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale
                              postscale_factor=1.0, process_set=global_process_set):
     """Starts reducing the tensors in place as one unit; returns a handle."""
     op = _resolve_op(op, average)
-    _check_process_set(process_set)
     staged = [t if t.is_contiguous() else _contiguous_copy(t) for t in tensors]
     handle = _kolo.grouped_allreduce_async(staged, name, op, prescale_factor,
-                                           postscale_factor)
+                                           postscale_factor, process_set=_set_id(process_set))
     if all(s is t for s, t in zip(staged, tensors)):
         return handle
 
@@ -240,13 +241,14 @@ def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_facto
 def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
     """Starts reducing a sparse COO tensor: its indices and values are allgathered,
     and synchronize() returns the coalesced sum (divided by size() for Average)."""
-    _check_process_set(process_set)
     if op not in (Average, Sum):
         raise ValueError('sparse_allreduce_async supports op=Average or op=Sum')
     t = tensor.coalesce() if not tensor.is_coalesced() else tensor
-    indices = _kolo.allgather_async(t.indices().t().contiguous(), name + '.indices' if name else None)
-    values = _kolo.allgather_async(t.values().contiguous(), name + '.values' if name else None)
-    divisor = _kolo.size() if op == Average else 1
+    indices = _kolo.allgather_async(t.indices().t().contiguous(), name + '.indices' if name else None,
+                                    process_set=_set_id(process_set))
+    values = _kolo.allgather_async(t.values().contiguous(), name + '.values' if name else None,
+                                   process_set=_set_id(process_set))
+    divisor = process_set.size() if op == Average else 1
 
     def finish(results):
         gathered_indices, gathered_values = results
@@ -263,29 +265,27 @@ class _Allgather(torch.autograd.Function):
     def forward(ctx, tensor, name, process_set):
         ctx.dim, ctx.process_set = tensor.shape[0], process_set
         ctx.grad_name = _grad_name(name)
-        return _kolo.allgather(_contiguous(tensor.detach()), name)
+        return _kolo.allgather(_contiguous(tensor.detach()), name, process_set=_set_id(process_set))
 
     @staticmethod
     def backward(ctx, grad_output):
         grad = allreduce(grad_output, name=ctx.grad_name, op=Average, process_set=ctx.process_set)
         dims = allgather(torch.tensor([ctx.dim], dtype=torch.int64), name=_grad_name(ctx.grad_name, '.dims'),
                          process_set=ctx.process_set)
-        offset = int(dims[:_kolo.rank()].sum().item())
+        offset = int(dims[:ctx.process_set.rank()].sum().item())
         return grad.narrow(0, offset, ctx.dim), None, None
 
 
 def allgather_async(tensor, name=None, process_set=global_process_set):
     """Starts concatenating every rank's tensor along the first dimension; returns a handle."""
-    _check_process_set(process_set)
-    return _kolo.allgather_async(_contiguous(tensor.detach()), name)
+    return _kolo.allgather_async(_contiguous(tensor.detach()), name, process_set=_set_id(process_set))
 
 
 def allgather(tensor, name=None, process_set=global_process_set):
     """Every rank's tensor concatenated along the first dimension (which may differ); differentiable."""
-    _check_process_set(process_set)
     if _needs_grad(tensor):
         return _Allgather.apply(tensor, name, process_set)
-    return _kolo.allgather(_contiguous(tensor), name)
+    return _kolo.allgather(_contiguous(tensor), name, process_set=_set_id(process_set))
 
 
 def _member_names(op, name, count):
@@ -295,14 +295,13 @@ def _member_names(op, name, count):
 
 def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
     """Starts an allgather of each tensor; the handle's result is the list of outputs."""
-    _check_process_set(process_set)
     names = _member_names('grouped_allgather', name, len(tensors))
-    return _GroupHandle([_kolo.allgather_async(_contiguous(t.detach()), n) for t, n in zip(tensors, names)])
+    return _GroupHandle([_kolo.allgather_async(_contiguous(t.detach()), n, process_set=_set_id(process_set)) for t,
+                        n in zip(tensors, names)])
 
 
 def grouped_allgather(tensors, name=None, process_set=global_process_set):
     """An allgather of each tensor; differentiable."""
-    _check_process_set(process_set)
     if any(_needs_grad(t) for t in tensors):
         names = _member_names('grouped_allgather', name, len(tensors))
         return [_Allgather.apply(t, n, process_set) for t, n in zip(tensors, names)]
@@ -318,43 +317,40 @@ class _Broadcast(torch.autograd.Function):
         ctx.root_rank, ctx.process_set = root_rank, process_set
         ctx.grad_name = _grad_name(name)
         copy = _contiguous_copy(tensor)
-        _kolo.broadcast(copy, root_rank, name)
+        _kolo.broadcast(copy, root_rank, name, process_set=_set_id(process_set))
         return copy
 
     @staticmethod
     def backward(ctx, grad_output):
         grad = allreduce(grad_output, name=ctx.grad_name, op=Average, process_set=ctx.process_set)
-        if _kolo.rank() != ctx.root_rank:
+        if ctx.process_set.rank() != ctx.root_rank:
             grad = grad * 0
         return grad, None, None, None
 
 
 def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
     """Starts copying root_rank's tensor to every rank, into a new tensor; returns a handle."""
-    _check_process_set(process_set)
-    return _kolo.broadcast_async(_contiguous_copy(tensor), root_rank, name)
+    return _kolo.broadcast_async(_contiguous_copy(tensor), root_rank, name, process_set=_set_id(process_set))
 
 
 def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
     """root_rank's tensor on every rank, as a new tensor; differentiable."""
-    _check_process_set(process_set)
     if _needs_grad(tensor):
         return _Broadcast.apply(tensor, root_rank, name, process_set)
     copy = _contiguous_copy(tensor)
-    _kolo.broadcast(copy, root_rank, name)
+    _kolo.broadcast(copy, root_rank, name, process_set=_set_id(process_set))
     return copy
 
 
 def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
     """Starts overwriting `tensor` with root_rank's; returns a handle."""
-    _check_process_set(process_set)
-    return _in_place_async(tensor, lambda t: _kolo.broadcast_async(t, root_rank, name))
+    return _in_place_async(tensor, lambda t: _kolo.broadcast_async(t, root_rank, name,
+                                                                   process_set=_set_id(process_set)))
 
 
 def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
     """Overwrites `tensor` with root_rank's and returns it."""
-    _check_process_set(process_set)
-    return _in_place(tensor, lambda t: _kolo.broadcast(t, root_rank, name))
+    return _in_place(tensor, lambda t: _kolo.broadcast(t, root_rank, name, process_set=_set_id(process_set)))
 
 
 # ---- alltoall -------------------------------------------------------------------------
@@ -373,7 +369,8 @@ class _Alltoall(torch.autograd.Function):
     def forward(ctx, tensor, splits, name, process_set):
         ctx.process_set = process_set
         ctx.grad_name = _grad_name(name)
-        output, received = _kolo.alltoall(_contiguous(tensor.detach()), splits, name)
+        output, received = _kolo.alltoall(_contiguous(tensor.detach()), splits, name,
+                                          process_set=_set_id(process_set))
         ctx.received = received
         ctx.mark_non_differentiable(received)
         return output, received
@@ -387,19 +384,19 @@ class _Alltoall(torch.autograd.Function):
 def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
     """Starts sending splits[j] first-dimension rows to rank j; the handle's result
     is (output, received_splits)."""
-    _check_process_set(process_set)
-    return _kolo.alltoall_async(_contiguous(tensor.detach()), _splits_list(splits), name)
+    return _kolo.alltoall_async(_contiguous(tensor.detach()), _splits_list(splits), name,
+                                process_set=_set_id(process_set))
 
 
 def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
     """Sends splits[j] rows to rank j (even splits when None) and returns what every
     rank sent here in rank order, and, when splits were given, how many rows came
     from each rank; differentiable."""
-    _check_process_set(process_set)
     if _needs_grad(tensor):
         output, received = _Alltoall.apply(tensor, _splits_list(splits), name, process_set)
     else:
-        output, received = _kolo.alltoall(_contiguous(tensor), _splits_list(splits), name)
+        output, received = _kolo.alltoall(_contiguous(tensor), _splits_list(splits), name,
+                                          process_set=_set_id(process_set))
     return output if splits is None else (output, received)
 
 
@@ -420,22 +417,23 @@ class _Reducescatter(torch.autograd.Function):
     def forward(ctx, tensor, name, op, prescale_factor, postscale_factor, process_set):
         ctx.op, ctx.prescale, ctx.postscale, ctx.process_set = op, prescale_factor, postscale_factor, process_set
         ctx.grad_name = _grad_name(name)
-        output = _kolo.reducescatter(_contiguous(_scaled(tensor.detach(), prescale_factor)), op, name)
+        output = _kolo.reducescatter(_contiguous(_scaled(tensor.detach(), prescale_factor)), op, name,
+                                     process_set=_set_id(process_set))
         return _scaled(output, postscale_factor)
 
     @staticmethod
     def backward(ctx, grad_output):
         grad = allgather(grad_output, name=ctx.grad_name, process_set=ctx.process_set)
-        factor = ctx.prescale * ctx.postscale / (_kolo.size() if ctx.op == Average else 1)
+        factor = ctx.prescale * ctx.postscale / (ctx.process_set.size() if ctx.op == Average else 1)
         return _scaled(grad, factor), None, None, None, None, None
 
 
 def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set, prescale_factor=1.0,
                         postscale_factor=1.0):
     """Starts reducing `tensor` over all ranks, this rank keeping its block of the first dimension."""
-    _check_process_set(process_set)
     _check_reducescatter_op(op)
-    handle = _kolo.reducescatter_async(_contiguous(_scaled(tensor.detach(), prescale_factor)), op, name)
+    handle = _kolo.reducescatter_async(_contiguous(_scaled(tensor.detach(), prescale_factor)), op, name,
+                                       process_set=_set_id(process_set))
     if postscale_factor == 1.0:
         return handle
     return _GroupHandle([handle], lambda results: results[0].mul_(postscale_factor))
@@ -445,13 +443,13 @@ def reducescatter(tensor, name=None, compression=Compression.none, op=Average, p
                   prescale_factor=1.0, postscale_factor=1.0):
     """Reduces `tensor` over all ranks and returns this rank's block of the first
     dimension (the first ranks get one row more when it does not divide); differentiable."""
-    _check_process_set(process_set)
     _check_reducescatter_op(op)
     compressed, ctx = compression.compress(tensor)
     if _needs_grad(compressed):
         output = _Reducescatter.apply(compressed, name, op, prescale_factor, postscale_factor, process_set)
     else:
-        output = _kolo.reducescatter(_contiguous(_scaled(compressed, prescale_factor)), op, name)
+        output = _kolo.reducescatter(_contiguous(_scaled(compressed, prescale_factor)), op, name,
+                                     process_set=_set_id(process_set))
         output = _scaled(output, postscale_factor)
     return compression.decompress(output, ctx)
 
@@ -459,10 +457,10 @@ def reducescatter(tensor, name=None, compression=Compression.none, op=Average, p
 def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=global_process_set,
                                 prescale_factor=1.0, postscale_factor=1.0):
     """Starts a reducescatter of each tensor; the handle's result is the list of outputs."""
-    _check_process_set(process_set)
     _check_reducescatter_op(op)
     names = _member_names('grouped_reducescatter', name, len(tensors))
-    handles = [_kolo.reducescatter_async(_contiguous(_scaled(t.detach(), prescale_factor)), op, n)
+    handles = [_kolo.reducescatter_async(_contiguous(_scaled(t.detach(), prescale_factor)), op, n,
+                                         process_set=_set_id(process_set))
                for t, n in zip(tensors, names)]
     return _GroupHandle(handles, lambda results: [_scaled(r, postscale_factor) for r in results])
 
@@ -470,7 +468,6 @@ def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=glob
 def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=Average,
                           process_set=global_process_set, prescale_factor=1.0, postscale_factor=1.0):
     """A reducescatter of each tensor; differentiable."""
-    _check_process_set(process_set)
     _check_reducescatter_op(op)
     names = _member_names('grouped_reducescatter', name, len(tensors))
     return [reducescatter(t, name=n, compression=compression, op=op, prescale_factor=prescale_factor,
@@ -488,5 +485,4 @@ def join(device=-1):
 
 def barrier(process_set=global_process_set):
     """Returns once every rank has entered the barrier."""
-    _check_process_set(process_set)
-    _kolo.barrier(None)
+    _kolo.barrier(None, process_set=_set_id(process_set))

@@ -6,11 +6,10 @@ import warnings
 
 import torch
 
-from kolo.torch import _kolo
 from kolo.torch.compression import Compression
 from kolo.torch.mpi_ops import (Average, Adasum, Sum, allreduce_async_, grouped_allreduce_async_,
                                 sparse_allreduce_async, synchronize)
-from kolo.torch.process_sets import global_process_set, _check_process_set
+from kolo.torch.process_sets import global_process_set, _set_id
 
 
 class _DistributedOptimizer(torch.optim.Optimizer):
@@ -20,7 +19,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                  gradient_predivide_factor=1.0, groups=None, sparse_as_dense=False,
                  process_set=global_process_set):
         super(self.__class__, self).__init__(params)
-        _check_process_set(process_set)
+        _set_id(process_set)
         if op == Adasum:
             raise ValueError('kolo does not implement Adasum; use op=Average or op=Sum')
         if op not in (Average, Sum):
@@ -66,7 +65,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._should_synchronize = True
         self._group_ready = {}    # group index -> how many members' hooks ran
         self._group_handles = {}  # group index -> (handle, [(compressed, ctx) per member])
-        if _kolo.size() > 1:
+        if process_set.size() > 1:
             self._register_hooks()
 
     # ---- groups ---------------------------------------------------------------------
@@ -122,11 +121,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 tensor = tensor.to_dense()
                 p.grad = tensor
             else:
-                return sparse_allreduce_async(tensor, name=name, op=self._op), 'sparse'
+                return sparse_allreduce_async(tensor, name=name, op=self._op, process_set=self._process_set), 'sparse'
         compressed, ctx = self._compression.compress(tensor)
         prescale, postscale = self._scales()
         handle = allreduce_async_(compressed, name=name, op=self._op, prescale_factor=prescale,
-                                  postscale_factor=postscale)
+                                  postscale_factor=postscale, process_set=self._process_set)
         return handle, (compressed, ctx)
 
     def _start_group(self, index):
@@ -146,7 +145,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         prescale, postscale = self._scales()
         name = 'group.' + self._parameter_names[params[0]]
         handle = grouped_allreduce_async_(tensors, name=name, op=self._op, prescale_factor=prescale,
-                                          postscale_factor=postscale)
+                                          postscale_factor=postscale, process_set=self._process_set)
         return handle, list(zip(tensors, ctxs))
 
     def _make_hook(self, p):
@@ -176,7 +175,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def synchronize(self):
         """Waits for every gradient's allreduce; starts those whose hook did not run."""
-        if _kolo.size() == 1:
+        if self._process_set.size() == 1:
             self._synchronized = True
             return
         for p in self._requires_update:

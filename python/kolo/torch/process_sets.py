@@ -1,60 +1,71 @@
-"""Process sets, as horovod.common.process_sets.
+"""Process sets, as horovod.common.process_sets: groups of ranks that run
+collectives among themselves. Every collective takes process_set=; the default
+is the global set of every rank. Disjoint sets run their collectives
+concurrently, each on its own engine; ranks given to an operation (a broadcast's
+root_rank) are counted within its set."""
 
-Every collective takes a process_set argument. kolo runs collectives on the
-global set, which holds every rank; sets of some of the ranks are refused with
-a clear error until the engine negotiates per set.
-"""
+from kolo.torch import _kolo
 
 
 class ProcessSet:
-    """A set of ranks that run collectives among themselves."""
+    """A set of job ranks. It takes part in collectives once add_process_set()
+    (or init(process_sets=[...])) has registered it on every rank."""
 
     def __init__(self, ranks):
         self.ranks = sorted(int(r) for r in ranks)
         self.process_set_id = None
 
-    def _is_global(self):
+    def _global(self):
         return self.process_set_id == 0
 
     def size(self):
-        from kolo.torch import _kolo
-        return _kolo.size() if self._is_global() else len(self.ranks)
+        """The number of ranks in the set."""
+        return _kolo.size() if self._global() else len(self.ranks)
 
     def rank(self):
-        from kolo.torch import _kolo
-        return _kolo.rank() if self._is_global() else self.ranks.index(_kolo.rank())
+        """This rank's index in the set, or -1 when it is not a member."""
+        if self._global():
+            return _kolo.rank()
+        me = _kolo.rank()
+        return self.ranks.index(me) if me in self.ranks else -1
 
     def included(self):
-        from kolo.torch import _kolo
-        return self._is_global() or _kolo.rank() in self.ranks
+        """True when this rank is a member."""
+        return self._global() or _kolo.rank() in self.ranks
 
     def __repr__(self):
-        return f'ProcessSet(process_set_id={self.process_set_id}, ranks={self.ranks})'
+        ranks = 'every rank' if self._global() else self.ranks
+        return f'ProcessSet(process_set_id={self.process_set_id}, ranks={ranks})'
 
 
 global_process_set = ProcessSet([])
 global_process_set.process_set_id = 0
 
 
-def _check_process_set(process_set):
-    if process_set is global_process_set or getattr(process_set, 'process_set_id', None) == 0:
-        return
-    raise NotImplementedError('kolo runs collectives on the global process set only; '
-                              f'{process_set!r} is not supported yet')
+def _set_id(process_set):
+    """The engine's id of a registered set."""
+    set_id = getattr(process_set, 'process_set_id', None)
+    if set_id is None:
+        raise ValueError(f'{process_set!r} is not a registered process set: call hvd.add_process_set() '
+                         'with it on every rank first')
+    return set_id
 
 
 def add_process_set(process_set):
-    """Registers a process set (a ProcessSet or a list of ranks)."""
-    ranks = process_set.ranks if isinstance(process_set, ProcessSet) else list(process_set)
-    from kolo.torch import _kolo
-    if sorted(ranks) == list(range(_kolo.size())):
-        return global_process_set
-    raise NotImplementedError('kolo runs collectives on the global process set only; '
-                              f'a set of ranks {sorted(ranks)} is not supported yet')
+    """Registers a set (a ProcessSet or a list of ranks) and returns it. Collective:
+    every rank calls it with the same ranks, in the same order of calls."""
+    if not isinstance(process_set, ProcessSet):
+        process_set = ProcessSet(process_set)
+    if process_set.process_set_id is not None:
+        raise ValueError(f'{process_set!r} is already registered')
+    process_set.process_set_id = _kolo.add_process_set(process_set.ranks)
+    return process_set
 
 
 def remove_process_set(process_set):
-    """Horovod's remove_process_set: the global set cannot be removed."""
-    if process_set is global_process_set:
+    """Unregisters a set (collective, as add_process_set); True when it was removed."""
+    if process_set is global_process_set or getattr(process_set, 'process_set_id', None) == 0:
         raise ValueError('the global process set cannot be removed')
-    return False
+    _kolo.remove_process_set(_set_id(process_set))
+    process_set.process_set_id = None
+    return True

@@ -8,7 +8,6 @@ is the gradient of the global batch exactly, with no backward code of its own.""
 import itertools
 
 import torch
-import torch.nn.functional as F
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from kolo.torch import _kolo
