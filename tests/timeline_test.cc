@@ -63,6 +63,31 @@ TEST(Timeline, TracesEveryTensorPhase) {
   for (const char* p : {"QUEUE", "NEGOTIATE", "allreduce", "broadcast"}) EXPECT_TRUE(phases.count(p)) << p;
 }
 
+// start_timeline() and stop_timeline() at run time: only what ran in between is
+// traced, blocking calls (the express path otherwise) included.
+TEST(Timeline, StartsAndStopsAtRunTime) {
+  const auto path = temp_path("kolo-timeline-runtime");
+  run_ranks(2, [&](int rank) {
+    kolo::init();
+    float x = 1.0f;
+    for (int i = 0; i < 20; ++i) kolo::allreduce(make_tensor(&x, 1), {.name = "before"});
+    kolo::start_timeline(path);
+    some_steps(rank);
+    for (int i = 0; i < 3; ++i) kolo::allreduce(make_tensor(&x, 1), {.name = "blocking"});
+    kolo::stop_timeline();
+    kolo::allreduce(make_tensor(&x, 1), {.name = "after"});
+    if (rank == 0) EXPECT_THROW(kolo::start_timeline("/nonexistent-dir/trace.json"), InvalidArgumentError);
+    kolo::shutdown();
+  });
+  auto trace = read_trace(path);
+  std::filesystem::remove(path);
+  std::set<std::string> tracks;
+  for (const auto& e : trace)
+    if (e["ph"] == "M" && e["name"] == "thread_name") tracks.insert(e["args"]["name"].get<std::string>());
+  for (const char* t : {"grad.a", "weights", "blocking"}) EXPECT_TRUE(tracks.count(t)) << t;
+  for (const char* t : {"before", "after"}) EXPECT_FALSE(tracks.count(t)) << t;
+}
+
 TEST(Timeline, EveryRankWritesItsOwnFileWhenAsked) {
   const auto path = temp_path("kolo-timeline-all");
   SpawnOptions options;

@@ -27,6 +27,14 @@ int local_size();
 int cross_rank();
 int cross_size();
 
+// Starts writing a timeline (a Chrome trace of every operation's phases) to
+// `path` on rank 0 (on every rank, as <name>.rank<r>.json, with
+// KOLO_TIMELINE_ALL_RANKS=1), replacing one being written; as KOLO_TIMELINE does
+// from init(). stop_timeline() closes it. Throws InvalidArgumentError when the
+// file cannot be opened.
+void start_timeline(const std::string& path);
+void stop_timeline();
+
 // The transport the job's collectives run on: "self" (a job of one), "shm",
 // "gloo", "hierarchical" or "mpi".
 std::string backend();

@@ -118,6 +118,8 @@ PYBIND11_MODULE(_kolo, m) {
   m.def("cross_rank", &kolo::cross_rank);
   m.def("cross_size", &kolo::cross_size);
   m.def("backend", &kolo::backend);
+  m.def("start_timeline", &kolo::start_timeline);
+  m.def("stop_timeline", &kolo::stop_timeline);
   m.def("add_process_set", [](std::vector<int> ranks) { return kolo::add_process_set(std::move(ranks)).id; });
   m.def("remove_process_set", [](int id) { kolo::remove_process_set(kolo::ProcessSet{id}); });
   m.def("process_set_ranks", [](int id) { return kolo::process_set_ranks(kolo::ProcessSet{id}); });

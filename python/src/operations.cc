@@ -5,7 +5,6 @@
 // copies of the others where Horovod accepts them); outputs whose size only
 // negotiation knows are kolo Buffers that become torch tensors owning them.
 #include <ATen/ops/empty.h>
-#include <ATen/ops/empty_like.h>
 
 #include <utility>
 
@@ -147,12 +146,19 @@ CollectiveOptions collective_options(const char* op, const Name& name, int set) 
   return CollectiveOptions{operation_name(op, name), ProcessSet{set}};
 }
 
+// The output of an out-of-place operation: a kolo Buffer, whose memory from
+// 2 MiB up is reused from released outputs of the same size instead of being
+// faulted in afresh by the kernel on every call.
+at::Tensor new_output(const Tensor& like) {
+  return torch::detail::from_buffer(Buffer::uninitialized(like.dtype, like.shape));
+}
+
 at::Tensor allreduce(const at::Tensor& input, bool in_place, const Name& name, int op, double prescale,
                      double postscale, int set) {
   release_finished();
   const AllreduceOptions options = allreduce_options(name, op, prescale, postscale, set);
-  at::Tensor output = in_place ? input : at::empty_like(input, at::MemoryFormat::Contiguous);
   const Tensor in = view(input, "tensor");
+  at::Tensor output = in_place ? input : new_output(in);
   const Tensor out = in_place ? in : view(output, "output");
   Handle handle = started([&] { return detail::start_allreduce(in, out, options, Location::current()); });
   finish(handle, {input, output});
@@ -163,8 +169,8 @@ Pending allreduce_async(const at::Tensor& input, bool in_place, const Name& name
                         double postscale, int set) {
   release_finished();
   const AllreduceOptions options = allreduce_options(name, op, prescale, postscale, set);
-  at::Tensor output = in_place ? input : at::empty_like(input, at::MemoryFormat::Contiguous);
   const Tensor in = view(input, "tensor");
+  at::Tensor output = in_place ? input : new_output(in);
   Handle handle = in_place ? kolo::allreduce_async(in, options) : kolo::allreduce_async(in, view(output, "output"), options);
   return std::make_unique<PendingOperation>(std::move(handle), Tensors{input, output}, Result::Tensor, output);
 }

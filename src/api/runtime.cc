@@ -147,4 +147,11 @@ int cross_size() { std::lock_guard lock(g_mutex); return topology().cross_size; 
 
 std::string backend() { return runtime::engine()->backend(); }
 
+void start_timeline(const std::string& path) {
+  if (path.empty()) throw InvalidArgumentError("start_timeline needs a file path");
+  runtime::engine()->set_timeline(path);
+}
+
+void stop_timeline() { runtime::engine()->set_timeline(""); }
+
 }  // namespace kolo

@@ -79,15 +79,9 @@ Engine::Engine(std::unique_ptr<comm::Communicator> comm, EngineConfig config)
       coordinator_(size_),
       executor_(*comm_),
       agreement_(*comm_, eager_bytes_for(config, *comm_)) {
-  if (!config_.timeline_path.empty() && (rank_ == 0 || config_.timeline_all_ranks)) {
-    std::string path = config_.timeline_path;
-    if (config_.timeline_all_ranks) {
-      auto dot = path.rfind(".json");
-      std::string suffix = ".rank" + std::to_string(rank_);
-      path = dot == std::string::npos ? path + suffix : path.insert(dot, suffix);
-    }
-    timeline_ = std::make_unique<Timeline>(path, rank_);
-    executor_.set_timed(true);
+  if (!config_.timeline_path.empty()) {
+    timeline_ = timeline_at(config_.timeline_path);
+    executor_.set_timed(timeline_ != nullptr);
   }
   if (config_.flight_recorder_size > 0) {
     std::string dir = config_.flight_recorder_dir.empty() ? "/tmp/kolo-flight" : config_.flight_recorder_dir;
@@ -99,6 +93,31 @@ Engine::Engine(std::unique_ptr<comm::Communicator> comm, EngineConfig config)
 }
 
 Engine::~Engine() { shutdown(); }
+
+std::unique_ptr<Timeline> Engine::timeline_at(std::string path) const {
+  if (rank_ != 0 && !config_.timeline_all_ranks) return nullptr;
+  if (config_.timeline_all_ranks) {
+    auto dot = path.rfind(".json");
+    std::string suffix = ".rank" + std::to_string(rank_);
+    path = dot == std::string::npos ? path + suffix : path.insert(dot, suffix);
+  }
+  return std::make_unique<Timeline>(path, rank_);
+}
+
+void Engine::set_timeline(const std::string& path) {
+  // Opened before the locks: a file that cannot be opened fails the call alone.
+  std::unique_ptr<Timeline> next = path.empty() ? nullptr : timeline_at(path);
+  std::unique_ptr<Timeline> previous;
+  {
+    // Both locks: submissions read timeline_ under mutex_, cycles under cycle_mutex_.
+    std::lock_guard cycle(cycle_mutex_);
+    std::lock_guard lock(mutex_);
+    previous = std::move(timeline_);
+    timeline_ = std::move(next);
+    executor_.set_timed(timeline_ != nullptr);
+  }
+  // `previous` closes here, outside the locks: it flushes its writer thread.
+}
 
 void Engine::submit(std::span<Entry> entries, bool wake) {
   std::lock_guard lock(mutex_);
@@ -285,11 +304,11 @@ Engine::Express Engine::express(Entry& entry) {
 template <class FindBit, class Offer, class Finish>
 Engine::Express Engine::express_step(const std::string& name, OpType op, std::size_t bytes, FindBit find_bit,
                                      Offer offer, Finish finish) {
-  if (timeline_) return Express::NotApplicable;  // its spans come from the ordinary path
   std::unique_lock cycle(cycle_mutex_, std::try_to_lock);
   // Anything pending here needs the ordinary cycle (which would also take this
-  // operation's step away from the work already waiting).
-  if (!cycle.owns_lock() || finished_ || !entries_.empty() || !uncached_.empty() || !invalidate_.empty() || joined_)
+  // operation's step away from the work already waiting). With a timeline the
+  // ordinary path runs, which records the operation's spans.
+  if (!cycle.owns_lock() || timeline_ || finished_ || !entries_.empty() || !uncached_.empty() || !invalidate_.empty() || joined_)
     return Express::NotApplicable;
   const std::optional<std::uint32_t> bit = find_bit();
   if (!bit) return Express::NotApplicable;

@@ -70,6 +70,12 @@ class Engine {
   // Stops the background thread after failing what is pending. Idempotent.
   void shutdown();
 
+  // Starts writing the timeline to `path` (rank 0's, or every rank's with
+  // KOLO_TIMELINE_ALL_RANKS), closing the one being written; an empty path stops
+  // it. Throws InvalidArgumentError when the file cannot be opened. Waits for a
+  // running cycle.
+  void set_timeline(const std::string& path);
+
   // Runs negotiation cycles on the calling thread until `state` completes, the
   // engine stops or `deadline` passes. A blocking caller thus does the work
   // itself instead of paying two thread handoffs; when another thread holds the
@@ -85,6 +91,8 @@ class Engine {
 
  private:
   void loop();
+  // The timeline this rank writes at `path`, or null when it writes none.
+  std::unique_ptr<Timeline> timeline_at(std::string path) const;
   // Runs one cycle; on the job's end or a failure, fails everything and finishes.
   // Requires cycle_mutex_.
   void cycle_once();

@@ -1,7 +1,10 @@
 """The session, threads, signals and forks: what a Python training script relies on."""
 
+import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -123,3 +126,31 @@ def test_shutdown_then_init_starts_a_new_session():
     hvd.init()
     assert torch.equal(hvd.allreduce(torch.ones(2), op=hvd.Sum, name='new.session'),
                        torch.full((2,), float(hvd.size())))
+
+
+def test_a_timeline_started_from_python(tmp_path):
+    path = hvd.broadcast_object(str(tmp_path / 'timeline.json'), root_rank=0, name='timeline.path')
+    hvd.start_timeline(path)
+    for _ in range(3):
+        hvd.allreduce(torch.ones(8), name='traced')
+    hvd.stop_timeline()
+    if hvd.rank() == 0:
+        with open(path) as f:
+            trace = json.load(f)
+        names = {e['args']['name'] for e in trace if e.get('ph') == 'M' and e.get('name') == 'thread_name'}
+        assert 'allreduce.traced' in names, names
+
+
+@pytest.mark.skipif('KOLORUN' not in os.environ, reason='needs KOLORUN, the kolorun binary (set by ctest)')
+def test_a_stalled_peer_is_named_as_an_exception():
+    # A job of its own, from rank 0 alone, so that stopping a rank leaves this one alone.
+    if hvd.rank() == 0:
+        env = dict(os.environ, KOLO_PEER_TIMEOUT='3')
+        script = os.path.join(os.path.dirname(__file__), 'programs', 'stalled_peer.py')
+        started = time.monotonic()
+        result = subprocess.run([os.environ['KOLORUN'], '-np', '2', sys.executable, script], env=env,
+                                capture_output=True, text=True, timeout=120)
+        elapsed = time.monotonic() - started
+        assert 'PeerFailureError peer_rank=1' in result.stdout, result.stdout + result.stderr
+        assert elapsed < 30, elapsed
+    hvd.barrier()

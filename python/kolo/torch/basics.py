@@ -39,13 +39,14 @@ def is_homogeneous():
 
 
 def start_timeline(file_path, mark_cycles=False):
-    """Horovod starts its timeline at run time; kolo's is set before init()."""
-    raise NotImplementedError('kolo writes its timeline from init(): set KOLO_TIMELINE=' + str(file_path) +
-                              ' (kolorun passes it to every rank) before the job starts')
+    """Starts writing a Chrome trace of every operation to file_path (rank 0's,
+    or every rank's with KOLO_TIMELINE_ALL_RANKS=1). kolo marks no cycles."""
+    _kolo.start_timeline(str(file_path))
 
 
 def stop_timeline():
-    raise NotImplementedError('kolo writes its timeline from init() to shutdown(): see KOLO_TIMELINE')
+    """Closes the timeline start_timeline() began."""
+    _kolo.stop_timeline()
 
 
 def mpi_built():
