@@ -6,6 +6,7 @@
 
 #include "api/naming.h"
 #include "api/runtime.h"
+#include "common/tensor_bytes.h"
 #include "engine/engine.h"
 #include "engine/entry.h"
 #include "kolo/error.h"
@@ -19,9 +20,7 @@ using engine::Request;
 
 void check_tensor(const Tensor& t, const char* role, const std::string& name) {
   if (!is_valid(t.dtype)) throw InvalidArgumentError(std::string(role) + " of '" + name + "' has an invalid dtype");
-  for (auto d : t.shape) {
-    if (d < 0) throw InvalidArgumentError(std::string(role) + " of '" + name + "' has a negative dimension " + to_string(t.shape));
-  }
+  detail::checked_nbytes(t.dtype, t.shape, [&] { return std::string(role) + " of '" + name + "'"; });
   if (t.data == nullptr && t.numel() > 0)
     throw InvalidArgumentError(std::string(role) + " of '" + name + "' has null data but " + std::to_string(t.numel()) +
                                " elements");

@@ -105,6 +105,7 @@ void Engine::submit(std::span<Entry> entries, bool wake) {
   if (shutdown_requested_) throw ShutdownError("kolo is shutting down");
   std::set<std::string> names;  // a group's names among themselves
   for (const auto& e : entries) {
+    check_sendable(e.request);
     const bool taken = in_flight_.count(e.request.name) || (express_name_ && *express_name_ == e.request.name);
     if (taken || (entries.size() > 1 && !names.insert(e.request.name).second))
       throw InvalidArgumentError("an operation named '" + e.request.name +
