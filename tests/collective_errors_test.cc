@@ -105,6 +105,24 @@ void all_error_cases(int rank) {
     kolo::alltoall(Tensor{f.data(), DataType::Float32, {6}}, splits, {.name = "splits-overflow"});
   }, "int64");
 
+  // Ranks whose groups have different members: the members only some ranks
+  // submitted used to wait forever, on one rank or on all of them.
+  auto grouped = [&](int count, const std::string& name) {
+    std::vector<std::vector<float>> data(count, std::vector<float>(2, 1.0f));
+    std::vector<Tensor> tensors;
+    for (auto& d : data) tensors.push_back(make_tensor(d.data(), 2));
+    kolo::grouped_allreduce(tensors, {.name = name});
+  };
+  expect_everywhere<MismatchError>("group sizes growing with rank", [&] { grouped(2 + rank, "group-up"); },
+                                   "Mismatched group sizes");
+  expect_everywhere<MismatchError>("group sizes shrinking with rank", [&] { grouped(1 + n - rank, "group-down"); },
+                                   "Mismatched group sizes");
+  expect_everywhere<MismatchError>("grouped on one rank only", [&] {
+    if (rank == 0) return grouped(2, "group-mixed");
+    float x = 1.0f;
+    kolo::allreduce(make_tensor(&x, 1), {.name = "group-mixed.0"});
+  }, "Mismatched groups");
+
   expect_everywhere<InvalidArgumentError>("scale on integers", [&] {
     kolo::allreduce(Tensor{i32.data(), DataType::Int32, {6}}, {.postscale = 2.0, .name = "int-scale"});
   }, "floating-point");
