@@ -13,6 +13,7 @@
 #include "api/allocator_tuning.h"
 #include "api/topology.h"
 #include "api/communicator_choice.h"
+#include "api/settings_check.h"
 #include "common/env.h"
 #include "common/logging.h"
 #include "kolo/error.h"
@@ -108,13 +109,14 @@ std::unique_ptr<store::StoreClient> rendezvous(const Topology& t, int generation
 
 // Everything init() does, outside g_mutex (only one init() runs at a time).
 std::unique_ptr<Session> start_session() {
+  detail::check_late_settings();
   detail::tune_allocator_for_training();
   auto session = std::make_unique<Session>();
   session->topology = topology_from_env();
   const Topology& t = session->topology;
   log::set_rank(t.size > 1 ? t.rank : -1);
   const int generation = g_generation++;
-  auto start_timeout = env::get_seconds("KOLO_START_TIMEOUT", std::chrono::seconds(30));
+  auto start_timeout = env::get_timeout("KOLO_START_TIMEOUT", std::chrono::seconds(30));
   if (!t.store_addr.empty()) session->store = rendezvous(t, generation, start_timeout);
   auto config = engine::EngineConfig::from_env();
   if (config.flight_recorder_dir.empty())

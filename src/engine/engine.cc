@@ -23,6 +23,7 @@
 #include "common/reduce.h"
 #include "common/wire.h"
 #include "engine/fusion.h"
+#include "engine/settings_agreement.h"
 #include "engine/stall_inspector.h"
 #include "kolo/error.h"
 
@@ -78,6 +79,11 @@ Engine::Engine(std::unique_ptr<comm::Communicator> comm, EngineConfig config)
       coordinator_(size_),
       executor_(*comm_),
       agreement_(*comm_, eager_bytes_for(config, *comm_)) {
+  const SharedSetting shared[] = {
+      {"KOLO_FUSION_THRESHOLD", static_cast<std::int64_t>(config_.fusion_threshold)},
+      {"KOLO_CACHE_CAPACITY", static_cast<std::int64_t>(config_.cache_capacity)},
+      {"KOLO_EAGER_BYTES", static_cast<std::int64_t>(agreement_.eager_bytes())}};
+  check_ranks_agree(*comm_, shared);
   if (!config_.timeline_path.empty() && (rank_ == 0 || config_.timeline_all_ranks)) {
     std::string path = config_.timeline_path;
     if (config_.timeline_all_ranks) {
