@@ -271,6 +271,31 @@ TEST_F(KolorunTest, RankKilledBySignalIsNamedWithTheSignal) {
       << result.err;
 }
 
+// kolorun's stdout closed under it (`kolorun -np 2 yes | head -2`) used to keep
+// it reading and dropping the ranks' output at full speed forever.
+TEST_F(KolorunTest, ClosedStdoutEndsTheJobAsInAShellPipeline) {
+  const std::string pipeline = std::string("timeout 20 ") + KOLORUN_PATH +
+                               " -np 2 yes | head -2 > /dev/null; echo \"${PIPESTATUS[0]}\"";
+  auto result = kolo::testing::run_command({"bash", "-c", pipeline}, 30s);
+  EXPECT_FALSE(result.timed_out);
+  EXPECT_EQ(result.out, std::to_string(128 + SIGPIPE) + "\n") << result.err;
+  EXPECT_LT(result.elapsed, time_bound(5s));
+  EXPECT_TRUE(std::regex_search(result.err, std::regex("rank [01] \\(pid [0-9]+\\) was killed by signal 13")))
+      << result.err;
+}
+
+// A full disk used to lose the output silently, with exit 0.
+TEST_F(KolorunTest, OutputThatCannotBeWrittenIsSaidAndFailsTheJob) {
+  const std::string command = std::string(KOLORUN_PATH) + " -np 2 sh -c 'echo hello' > /dev/full";
+  auto result = kolo::testing::run_command({"sh", "-c", command}, 20s);
+  EXPECT_FALSE(result.timed_out);
+  EXPECT_EQ(result.exit_code, 74) << result.err;
+  EXPECT_NE(result.err.find("kolorun: cannot write the ranks' output to kolorun's stdout"), std::string::npos)
+      << result.err;
+  EXPECT_NE(result.err.find("No space left on device"), std::string::npos) << result.err;
+  EXPECT_EQ(lines_of(result.err).size(), 1u) << result.err;
+}
+
 void expect_stops_on_signal(const fs::path& dir, int sig) {
   std::string body = "sleep 60 & echo $! > " + (dir / "child.").string() + "$KOLO_RANK; wait";
   KolorunProcess process(KOLORUN_PATH, {"-np", "2", "sh", "-c", body});

@@ -23,11 +23,11 @@ void OutputSink::append_line(std::string_view prefix, std::string_view line) {
 
 void OutputSink::flush() {
   std::size_t written = 0;
-  while (!broken_ && written < buffer_.size()) {
+  while (error_ == 0 && written < buffer_.size()) {
     ssize_t n = ::write(fd_, buffer_.data() + written, buffer_.size() - written);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      broken_ = true;
+    if (n <= 0) {
+      error_ = n < 0 ? errno : EIO;
       break;
     }
     written += static_cast<std::size_t>(n);

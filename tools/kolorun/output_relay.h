@@ -17,13 +17,16 @@ class OutputSink {
   explicit OutputSink(int fd) : fd_(fd) {}
   // Appends prefix + line + '\n'; writes out when enough has gathered.
   void append_line(std::string_view prefix, std::string_view line);
-  // Writes everything gathered. A closed reader (EPIPE) drops the output rather
-  // than ending the job.
+  // Writes everything gathered. Once a write fails (a closed reader: EPIPE; a
+  // full disk: ENOSPC) the sink is broken and drops what it is given.
   void flush();
+  bool broken() const { return error_ != 0; }
+  // The errno of the write that failed; 0 while none has.
+  int error() const { return error_; }
 
  private:
   int fd_;
-  bool broken_ = false;
+  int error_ = 0;
   std::string buffer_;
 };
 
