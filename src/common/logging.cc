@@ -54,6 +54,18 @@ void set_rank(int rank) { g_rank.store(rank); }
 
 void check_level_setting() { level_setting(); }
 
+bool Throttle::allow(std::uint64_t& held_back) {
+  const auto now = std::chrono::steady_clock::now();
+  if (last_ && now - *last_ < interval_) {
+    ++held_back_;
+    return false;
+  }
+  last_ = now;
+  held_back = held_back_;
+  held_back_ = 0;
+  return true;
+}
+
 void write(Level level, const std::string& message) {
   int rank = g_rank.load();
   // One fprintf call per line so that lines from threads do not interleave.
