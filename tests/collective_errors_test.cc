@@ -2,6 +2,7 @@
 // goes on: each case is followed by a successful operation.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <functional>
 #include <string>
 #include <vector>
@@ -177,6 +178,12 @@ TEST(CollectiveErrors, LocalArgumentErrorsThrowAtOnce) {
     EXPECT_THROW(kolo::allreduce(make_tensor(x, 4), make_tensor(y, 4)), InvalidArgumentError);
     EXPECT_THROW(kolo::allreduce(make_tensor(x, 4), {.op = static_cast<ReduceOp>(9)}), InvalidArgumentError);
     EXPECT_THROW(kolo::grouped_allreduce(std::span<const Tensor>{}), InvalidArgumentError);
+    // NaN was sent, and each rank told it disagreed with itself ("rank 0 submitted
+    // nan, rank 0 submitted nan").
+    EXPECT_THROW(kolo::allreduce(make_tensor(x, 4), {.prescale = std::nan("")}), InvalidArgumentError);
+    EXPECT_THROW(kolo::allreduce(make_tensor(x, 4), {.postscale = INFINITY}), InvalidArgumentError);
+    Tensor t = make_tensor(x, 4);
+    EXPECT_THROW(kolo::grouped_allreduce({&t, 1}, {.prescale = std::nan("")}), InvalidArgumentError);
     kolo::shutdown();
   }, {.use_store = false});
 }
