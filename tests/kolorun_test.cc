@@ -262,6 +262,14 @@ TEST_F(KolorunTest, FailedRankEndsTheJobWithItsCode) {
   for (pid_t pid : ranks) EXPECT_FALSE(process_alive(pid)) << "rank " << pid << " survived";
 }
 
+// A program that is not a kolo program keeps no flight record: kolorun used to
+// print that it could not read the record directory for every failed one.
+TEST_F(KolorunTest, FailedProgramWithoutFlightRecordGetsNoFlightReport) {
+  auto result = run_kolorun({"-np", "2", "sh", "-c", "exit 3"});
+  EXPECT_EQ(result.exit_code, 3) << result.err;
+  EXPECT_EQ(result.err.find("flight record"), std::string::npos) << result.err;
+}
+
 TEST_F(KolorunTest, RankKilledBySignalIsNamedWithTheSignal) {
   auto result = run_kolorun({"-np", "2", "sh", "-c", "if [ $KOLO_RANK = 1 ]; then kill -9 $$; fi; sleep 30"});
   EXPECT_FALSE(result.timed_out);

@@ -165,8 +165,13 @@ struct JobSupervisor::Impl {
 
   void records_are_in() {
     flight_deadline.reset();
-    report("flight recorder (" + settings.flight_dir + "):\n" +
-           kolo::flight::report_for_directory(settings.flight_dir, settings.size));
+    // No directory: the program is not a kolo program (or never reached init()),
+    // and kept no flight record to report on.
+    std::error_code missing;
+    kolo::flight::record_files(settings.flight_dir, missing);
+    if (!missing)
+      report("flight recorder (" + settings.flight_dir + "):\n" +
+             kolo::flight::report_for_directory(settings.flight_dir, settings.size));
     if (stop_after_flight) stop_job(*exit_status, SIGTERM, "");
   }
 
