@@ -136,6 +136,13 @@ TEST_F(KolorunTest, NoTagOutputPassesLinesPlain) {
   EXPECT_EQ(result.err, "oops\n");
 }
 
+// Untagged output is passed on byte for byte: a newline was added to its end.
+TEST_F(KolorunTest, NoTagOutputKeepsBinaryOutputExact) {
+  auto result = run_kolorun({"--no-tag-output", "-np", "1", "printf", "\\001\\000binary\\nno newline"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(result.out, std::string("\x01\0binary\nno newline", 19));
+}
+
 TEST_F(KolorunTest, PartialLastLineIsStillPrinted) {
   auto result = run_kolorun({"-np", "1", "printf", "first\\nlast without newline"});
   ASSERT_EQ(result.exit_code, 0) << result.err;
@@ -489,6 +496,8 @@ INSTANTIATE_TEST_SUITE_P(
                       BadInput{{"-np", "2", "-H", ":2", "true"}, 2, "has no host name"},
                       BadInput{{"-np", "2", "-H", "localhost:two", "true"}, 2, "positive slot count"},
                       BadInput{{"-np", "2", "-H", "localhost:2,", "true"}, 2, "empty entry"},
+                      BadInput{{"-np", "2", "-H", "localhost:2:3", "true"}, 2, "'localhost:2' has a ':' but is no IPv6"},
+                      BadInput{{"-np", "2", "--timeout", "99999999999999", "true"}, 2, "at most 1e9 seconds"},
                       BadInput{{"-np", "2", "--hostfile", "/nonexistent/hosts", "true"}, 2, "cannot read hostfile"},
                       BadInput{{"-np", "2", "kolo-no-such-program"}, 127, "command not found"},
                       BadInput{{"-np", "2", "/nonexistent/program"}, 127, "cannot run '/nonexistent/program'"},

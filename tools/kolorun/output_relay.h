@@ -17,6 +17,8 @@ class OutputSink {
   explicit OutputSink(int fd) : fd_(fd) {}
   // Appends prefix + line + '\n'; writes out when enough has gathered.
   void append_line(std::string_view prefix, std::string_view line);
+  // Appends bytes as they are (the untagged end of a stream without a newline).
+  void append_raw(std::string_view bytes);
   // Writes everything gathered. Once a write fails (a closed reader: EPIPE; a
   // full disk: ENOSPC) the sink is broken and drops what it is given.
   void flush();
@@ -35,10 +37,14 @@ class LineRelay {
  public:
   LineRelay(std::string prefix, OutputSink& sink) : prefix_(std::move(prefix)), sink_(&sink) {}
   void consume(std::string_view bytes);
-  // The stream ended: a last line without a newline is still passed on.
+  // The stream ended: a last line without a newline is still passed on (tagged,
+  // with a newline added; untagged, as it is: binary output stays byte for byte).
   void finish();
 
  private:
+  // Passes on the held bytes that are not a whole line.
+  void emit_partial();
+
   std::string prefix_;
   OutputSink* sink_;
   std::string partial_;
