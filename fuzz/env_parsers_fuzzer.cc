@@ -1,5 +1,6 @@
 // The parsers of KOLO_* environment variables (also used for kolorun's flags):
-// parse_int, parse_double, parse_bool, and get_seconds through a real variable.
+// parse_int, parse_double, parse_bool, and get_seconds, get_int_in, get_timeout
+// and get_choice through a real variable.
 // Malformed text must be an InvalidArgumentError (any other exception is a
 // crash). Property: what a parser accepts, it accepts again as printed back.
 #include <charconv>
@@ -51,6 +52,26 @@ void check_seconds(const std::string& text) {
   }
 }
 
+// What get_int_in returns is in its range; get_timeout never returns 0 (a
+// timeout that would fail at once); get_choice returns one of the choices.
+void check_ranged(const std::string& text) {
+  setenv(kVariable, text.c_str(), 1);
+  try {
+    const std::int64_t value = kolo::env::get_int_in(kVariable, 5, -3, 1 << 20);
+    FUZZ_CHECK(value >= -3 && value <= (1 << 20));
+  } catch (const kolo::InvalidArgumentError&) {
+  }
+  try {
+    FUZZ_CHECK(kolo::env::get_timeout(kVariable, std::chrono::milliseconds(7)).count() > 0);
+  } catch (const kolo::InvalidArgumentError&) {
+  }
+  try {
+    const std::string choice = kolo::env::get_choice(kVariable, "auto", {"0", "1", "auto"});
+    FUZZ_CHECK(choice == "0" || choice == "1" || choice == "auto");
+  } catch (const kolo::InvalidArgumentError&) {
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -61,5 +82,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   check_double(text);
   check_bool(text);
   check_seconds(text);
+  check_ranged(text);
   return 0;
 }

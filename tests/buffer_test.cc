@@ -6,6 +6,7 @@
 #include <cstring>
 #include <utility>
 
+#include "kolo/error.h"
 #include "kolo/types.h"
 
 namespace kolo {
@@ -39,6 +40,40 @@ TEST(Buffer, EmptyBufferHasNoBytes) {
   Buffer none;
   EXPECT_EQ(none.nbytes(), 0u);
   EXPECT_EQ(none.data(), nullptr);
+}
+
+// The moved-from Buffer kept its size with no memory, and copying it read
+// through a null pointer.
+TEST(Buffer, MovedFromBufferIsEmptyAndCopies) {
+  for (std::int64_t n : {std::int64_t{16}, std::int64_t{1} << 20}) {
+    Buffer a(DataType::Float32, {n});
+    Buffer b = std::move(a);
+    Buffer c(DataType::Int64, {3});
+    c = std::move(b);
+    for (const Buffer* from : {&a, &b}) {
+      EXPECT_EQ(from->nbytes(), 0u);
+      EXPECT_EQ(from->data(), nullptr);
+      EXPECT_EQ(num_elements(from->shape()), 0);
+      Buffer copy = *from;
+      EXPECT_EQ(copy.nbytes(), 0u);
+      EXPECT_EQ(copy.data(), nullptr);
+      c = *from;  // and assigned over one with memory
+      EXPECT_EQ(c.nbytes(), 0u);
+    }
+  }
+  Buffer none, copy = none;
+  EXPECT_EQ(num_elements(none.shape()), 0);
+  EXPECT_EQ(copy.data(), nullptr);
+}
+
+// Sizes that do not exist used to reach the allocator (std::bad_alloc) or wrap.
+TEST(Buffer, ImpossibleShapesAreInvalidArguments) {
+  EXPECT_THROW(Buffer(DataType::Float32, {-1}), InvalidArgumentError);
+  EXPECT_THROW(Buffer(DataType::Float32, {2, -3}), InvalidArgumentError);
+  EXPECT_THROW(Buffer(DataType::Float32, {(std::int64_t{1} << 62) + 1, 4}), InvalidArgumentError);
+  EXPECT_THROW(Buffer(DataType::Float64, {std::int64_t{1} << 61}), InvalidArgumentError);
+  EXPECT_THROW(Buffer::uninitialized(DataType::UInt8, {0, INT64_MAX, 2}), InvalidArgumentError);
+  EXPECT_EQ(Buffer(DataType::Float32, {0, INT64_MAX / 8}).nbytes(), 0u);
 }
 
 TEST(Buffer, CopiesAreDeepAndMovesTakeTheMemory) {

@@ -2,6 +2,7 @@
 // goes on: each case is followed by a successful operation.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <functional>
 #include <string>
 #include <vector>
@@ -97,6 +98,32 @@ void all_error_cases(int rank) {
     kolo::alltoall(Tensor{f.data(), DataType::Float32, {6}}, splits, {.name = "splits-negative"});
   }, "negative split");
 
+  // {MAX, MAX, 8} wrapped around to 6, the first dimension, and passed.
+  expect_everywhere<InvalidArgumentError>("splits overflow", [&] {
+    std::vector<std::int64_t> splits(n, 0);
+    splits[0] = splits[1] = INT64_MAX;
+    if (n > 2) splits[2] = 8;
+    kolo::alltoall(Tensor{f.data(), DataType::Float32, {6}}, splits, {.name = "splits-overflow"});
+  }, "int64");
+
+  // Ranks whose groups have different members: the members only some ranks
+  // submitted used to wait forever, on one rank or on all of them.
+  auto grouped = [&](int count, const std::string& name) {
+    std::vector<std::vector<float>> data(count, std::vector<float>(2, 1.0f));
+    std::vector<Tensor> tensors;
+    for (auto& d : data) tensors.push_back(make_tensor(d.data(), 2));
+    kolo::grouped_allreduce(tensors, {.name = name});
+  };
+  expect_everywhere<MismatchError>("group sizes growing with rank", [&] { grouped(2 + rank, "group-up"); },
+                                   "Mismatched group sizes");
+  expect_everywhere<MismatchError>("group sizes shrinking with rank", [&] { grouped(1 + n - rank, "group-down"); },
+                                   "Mismatched group sizes");
+  expect_everywhere<MismatchError>("grouped on one rank only", [&] {
+    if (rank == 0) return grouped(2, "group-mixed");
+    float x = 1.0f;
+    kolo::allreduce(make_tensor(&x, 1), {.name = "group-mixed.0"});
+  }, "Mismatched groups");
+
   expect_everywhere<InvalidArgumentError>("scale on integers", [&] {
     kolo::allreduce(Tensor{i32.data(), DataType::Int32, {6}}, {.postscale = 2.0, .name = "int-scale"});
   }, "floating-point");
@@ -151,8 +178,61 @@ TEST(CollectiveErrors, LocalArgumentErrorsThrowAtOnce) {
     EXPECT_THROW(kolo::allreduce(make_tensor(x, 4), make_tensor(y, 4)), InvalidArgumentError);
     EXPECT_THROW(kolo::allreduce(make_tensor(x, 4), {.op = static_cast<ReduceOp>(9)}), InvalidArgumentError);
     EXPECT_THROW(kolo::grouped_allreduce(std::span<const Tensor>{}), InvalidArgumentError);
+    // NaN was sent, and each rank told it disagreed with itself ("rank 0 submitted
+    // nan, rank 0 submitted nan").
+    EXPECT_THROW(kolo::allreduce(make_tensor(x, 4), {.prescale = std::nan("")}), InvalidArgumentError);
+    EXPECT_THROW(kolo::allreduce(make_tensor(x, 4), {.postscale = INFINITY}), InvalidArgumentError);
+    Tensor t = make_tensor(x, 4);
+    EXPECT_THROW(kolo::grouped_allreduce({&t, 1}, {.prescale = std::nan("")}), InvalidArgumentError);
     kolo::shutdown();
   }, {.use_store = false});
+}
+
+// Arguments this rank alone can judge, past what a request can carry or a size
+// can count: they used to break the coordinator's message for every rank (a name
+// past 4096 bytes), or wrap around (an element count past int64). They fail the
+// call on the rank that made it, and the job goes on.
+TEST(CollectiveErrors, OversizedArgumentsFailTheCallAndTheJobGoesOn) {
+  run_ranks(2, [](int) {
+    kolo::init();
+    float x[8] = {};
+    auto expect_invalid = [](const char* what, const std::function<void()>& call, const std::string& fragment) {
+      try {
+        call();
+        ADD_FAILURE() << what << ": no error";
+      } catch (const InvalidArgumentError& e) {
+        EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << what << ": " << e.what();
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << what << ": wrong error: " << e.what();
+      }
+      float y = 1.0f;
+      kolo::allreduce(make_tensor(&y, 1), {.op = ReduceOp::Sum, .name = std::string("after ") + what});
+      EXPECT_EQ(y, 2.0f) << "allreduce after " << what;
+    };
+    const std::string long_name(5000, 'n');
+    expect_invalid("long allreduce name", [&] { kolo::allreduce(make_tensor(x, 1), {.name = long_name}); },
+                   "name's length");
+    expect_invalid("long async name", [&] { kolo::allreduce_async(make_tensor(x, 1), {.name = long_name}).wait(); },
+                   "name's length");
+    expect_invalid("long broadcast name", [&] { kolo::broadcast(make_tensor(x, 1), 0, {.name = long_name}); },
+                   "name's length");
+    expect_invalid("long group name", [&] {
+      Tensor t = make_tensor(x, 1);
+      kolo::grouped_allreduce({&t, 1}, {.name = long_name});
+    }, "length");
+    expect_invalid("long barrier name", [&] { kolo::barrier({.name = long_name}); }, "name's length");
+    expect_invalid("too many dimensions", [&] {
+      kolo::allreduce(Tensor{x, DataType::Float32, Shape(65, 1)}, {.name = "dims"});
+    }, "dimensions");
+    expect_invalid("element count past int64", [&] {
+      kolo::allgather(Tensor{x, DataType::Float32, {(std::int64_t{1} << 62) + 1, 4}}, {.name = "huge"});
+    }, "int64");
+    expect_invalid("rows past int64 in an empty tensor", [&] {
+      kolo::allgather(Tensor{x, DataType::Float32, {0, std::int64_t{1} << 62, 4}}, {.name = "huge-rows"});
+    }, "int64");
+    expect_invalid("Buffer of a negative dimension", [] { Buffer b(DataType::Float32, {-1}); }, "negative");
+    kolo::shutdown();
+  }, {.timeout = std::chrono::seconds(60)});
 }
 
 TEST(CollectiveErrors, ApiBeforeInitAndAfterShutdown) {

@@ -104,6 +104,26 @@ TEST(FlightRecorder, AnErrorWritesTheRecord) {
   EXPECT_EQ(kolo::flight::blamed_rank(dir.string(), 0), 1);
   EXPECT_EQ(kolo::flight::blamed_rank(dir.string(), 1), -1);
   EXPECT_EQ(kolo::flight::blamed_rank(dir.string(), 7), -1);  // no such record
+  // The records name the job's tensors: they were world-readable.
+  EXPECT_EQ(fs::status(dir).permissions() & fs::perms::all, fs::perms::owner_all);
+  for (const auto& entry : fs::directory_iterator(dir))
+    EXPECT_EQ(entry.status().permissions() & fs::perms::all, fs::perms::owner_read | fs::perms::owner_write)
+        << entry.path();
+  fs::remove_all(dir);
+}
+
+// A symbolic link planted where a record goes is not followed.
+TEST(FlightRecorder, DoesNotWriteThroughASymbolicLink) {
+  const fs::path dir = fs::temp_directory_path() / ("kolo-flight-link-" + kolo::testing::make_job_id());
+  fs::create_directories(dir);
+  const fs::path target = dir / "precious";
+  std::ofstream(target) << "precious";
+  fs::create_symlink(target, dir / "rank0.json.tmp");
+  FlightRecorder recorder(4, 0, 1, (dir / "rank0.json").string());
+  recorder.dump("test");
+  std::ifstream in(target);
+  EXPECT_EQ(std::string((std::istreambuf_iterator<char>(in)), {}), "precious");
+  EXPECT_FALSE(fs::exists(dir / "rank0.json"));
   fs::remove_all(dir);
 }
 

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "flight_report.h"
+#include "harness/subprocess.h"
 
 namespace {
 
@@ -44,6 +45,22 @@ TEST(FlightReport, EverySubmittedButStuckPointsAtTheTransport) {
 TEST(FlightReport, UnreadableDirectory) {
   auto report = kolo::flight::report_for_directory("/nonexistent/kolo-flight");
   EXPECT_NE(report.find("cannot read"), std::string::npos) << report;
+}
+
+// The tool printed its errors on stdout and exited 0.
+TEST(FlightReportTool, NoReportIsAnErrorOnStderr) {
+  auto missing = kolo::testing::run_command({KOLO_FLIGHT_REPORT_PATH, "/nonexistent/kolo-flight"});
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_EQ(missing.out, "");
+  EXPECT_NE(missing.err.find("kolo-flight-report: cannot read /nonexistent/kolo-flight"), std::string::npos)
+      << missing.err;
+  auto empty = kolo::testing::run_command({KOLO_FLIGHT_REPORT_PATH, "/"});
+  EXPECT_EQ(empty.exit_code, 1);
+  EXPECT_EQ(empty.out, "");
+  EXPECT_NE(empty.err.find("no flight record"), std::string::npos) << empty.err;
+  auto bad_size = kolo::testing::run_command({KOLO_FLIGHT_REPORT_PATH, "/", "three"});
+  EXPECT_EQ(bad_size.exit_code, 2);
+  EXPECT_NE(bad_size.err.find("SIZE"), std::string::npos) << bad_size.err;
 }
 
 }  // namespace

@@ -136,6 +136,13 @@ TEST_F(KolorunTest, NoTagOutputPassesLinesPlain) {
   EXPECT_EQ(result.err, "oops\n");
 }
 
+// Untagged output is passed on byte for byte: a newline was added to its end.
+TEST_F(KolorunTest, NoTagOutputKeepsBinaryOutputExact) {
+  auto result = run_kolorun({"--no-tag-output", "-np", "1", "printf", "\\001\\000binary\\nno newline"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(result.out, std::string("\x01\0binary\nno newline", 19));
+}
+
 TEST_F(KolorunTest, PartialLastLineIsStillPrinted) {
   auto result = run_kolorun({"-np", "1", "printf", "first\\nlast without newline"});
   ASSERT_EQ(result.exit_code, 0) << result.err;
@@ -272,6 +279,14 @@ TEST_F(KolorunTest, FailedRankEndsTheJobWithItsCode) {
   for (pid_t pid : ranks) EXPECT_FALSE(process_alive(pid)) << "rank " << pid << " survived";
 }
 
+// A program that is not a kolo program keeps no flight record: kolorun used to
+// print that it could not read the record directory for every failed one.
+TEST_F(KolorunTest, FailedProgramWithoutFlightRecordGetsNoFlightReport) {
+  auto result = run_kolorun({"-np", "2", "sh", "-c", "exit 3"});
+  EXPECT_EQ(result.exit_code, 3) << result.err;
+  EXPECT_EQ(result.err.find("flight record"), std::string::npos) << result.err;
+}
+
 TEST_F(KolorunTest, RankKilledBySignalIsNamedWithTheSignal) {
   auto result = run_kolorun({"-np", "2", "sh", "-c", "if [ $KOLO_RANK = 1 ]; then kill -9 $$; fi; sleep 30"});
   EXPECT_FALSE(result.timed_out);
@@ -279,6 +294,31 @@ TEST_F(KolorunTest, RankKilledBySignalIsNamedWithTheSignal) {
   EXPECT_TRUE(std::regex_search(result.err,
                                 std::regex("kolorun: rank 1 \\(pid [0-9]+\\) was killed by signal 9 \\(Killed\\)")))
       << result.err;
+}
+
+// kolorun's stdout closed under it (`kolorun -np 2 yes | head -2`) used to keep
+// it reading and dropping the ranks' output at full speed forever.
+TEST_F(KolorunTest, ClosedStdoutEndsTheJobAsInAShellPipeline) {
+  const std::string pipeline = std::string("timeout 20 ") + KOLORUN_PATH +
+                               " -np 2 yes | head -2 > /dev/null; echo \"${PIPESTATUS[0]}\"";
+  auto result = kolo::testing::run_command({"bash", "-c", pipeline}, 30s);
+  EXPECT_FALSE(result.timed_out);
+  EXPECT_EQ(result.out, std::to_string(128 + SIGPIPE) + "\n") << result.err;
+  EXPECT_LT(result.elapsed, time_bound(5s));
+  EXPECT_TRUE(std::regex_search(result.err, std::regex("rank [01] \\(pid [0-9]+\\) was killed by signal 13")))
+      << result.err;
+}
+
+// A full disk used to lose the output silently, with exit 0.
+TEST_F(KolorunTest, OutputThatCannotBeWrittenIsSaidAndFailsTheJob) {
+  const std::string command = std::string(KOLORUN_PATH) + " -np 2 sh -c 'echo hello' > /dev/full";
+  auto result = kolo::testing::run_command({"sh", "-c", command}, 20s);
+  EXPECT_FALSE(result.timed_out);
+  EXPECT_EQ(result.exit_code, 74) << result.err;
+  EXPECT_NE(result.err.find("kolorun: cannot write the ranks' output to kolorun's stdout"), std::string::npos)
+      << result.err;
+  EXPECT_NE(result.err.find("No space left on device"), std::string::npos) << result.err;
+  EXPECT_EQ(lines_of(result.err).size(), 1u) << result.err;
 }
 
 void expect_stops_on_signal(const fs::path& dir, int sig) {
@@ -466,6 +506,8 @@ INSTANTIATE_TEST_SUITE_P(
                       BadInput{{"-np", "2", "-H", ":2", "true"}, 2, "has no host name"},
                       BadInput{{"-np", "2", "-H", "localhost:two", "true"}, 2, "positive slot count"},
                       BadInput{{"-np", "2", "-H", "localhost:2,", "true"}, 2, "empty entry"},
+                      BadInput{{"-np", "2", "-H", "localhost:2:3", "true"}, 2, "'localhost:2' has a ':' but is no IPv6"},
+                      BadInput{{"-np", "2", "--timeout", "99999999999999", "true"}, 2, "at most 1e9 seconds"},
                       BadInput{{"-np", "2", "--hostfile", "/nonexistent/hosts", "true"}, 2, "cannot read hostfile"},
                       BadInput{{"-np", "2", "kolo-no-such-program"}, 127, "command not found"},
                       BadInput{{"-np", "2", "/nonexistent/program"}, 127, "cannot run '/nonexistent/program'"},

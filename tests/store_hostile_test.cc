@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <random>
@@ -315,6 +316,51 @@ TEST_F(StoreHostileTest, ConnectionsBeyondTheLimitAreClosedAtOnce) {
   holders.clear();
   std::this_thread::sleep_for(100ms);  // let the server see the closes
   expect_still_serving();
+}
+
+// Anyone on the host can open connections to the store without the secret. Idle
+// ones used to fill it, so that a late rank was closed at once (no retry) while
+// rank 0 waited out the start timeout, and every refusal was a warning line.
+TEST(StoreFlood, IdleUnauthenticatedConnectionsCannotKeepARankOut) {
+  const std::string secret = make_secret();
+  StoreServer server(secret, "127.0.0.1", 0, StoreServerOptions{.handshake_timeout = 20s, .max_connections = 256});
+  ::testing::internal::CaptureStderr();
+  std::vector<std::unique_ptr<RawConnection>> idle;
+  for (int i = 0; i < 300; ++i) idle.push_back(std::make_unique<RawConnection>(server.port()));
+  std::this_thread::sleep_for(200ms);  // let the server take them all
+  const auto start = std::chrono::steady_clock::now();
+  std::unique_ptr<StoreClient> rank;
+  EXPECT_NO_THROW(rank = StoreClient::connect("127.0.0.1", server.port(), secret, 10s));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
+  if (rank) EXPECT_EQ(rank->add("ranks", 1), 1);
+  idle.clear();
+  const std::string warnings = ::testing::internal::GetCapturedStderr();
+  EXPECT_LE(std::count(warnings.begin(), warnings.end(), '\n'), 3) << warnings;
+  EXPECT_GE(server.rejected_connections(), 300u - 128u);
+}
+
+// A store that closes the handshake (it is full) is tried again until the
+// timeout, instead of failing the rank at once.
+TEST(StoreFlood, ClientRetriesAFullStoreUntilItHasRoom) {
+  const std::string secret = make_secret();
+  StoreServer server(secret, "127.0.0.1", 0, StoreServerOptions{.max_connections = 2});
+  auto first = std::make_unique<RawConnection>(server.port());
+  first->authenticate(secret);
+  RawConnection second(server.port());
+  second.authenticate(secret);
+  std::thread leaver([&] {
+    std::this_thread::sleep_for(500ms);
+    first->close();
+  });
+  const auto start = std::chrono::steady_clock::now();
+  std::unique_ptr<StoreClient> late;
+  EXPECT_NO_THROW(late = StoreClient::connect("127.0.0.1", server.port(), secret, 10s));
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 400ms);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
+  leaver.join();
+  if (late) EXPECT_EQ(late->add("late", 1), 1);
+  // With no room until the timeout (second and late hold both), it fails then.
+  EXPECT_THROW(StoreClient::connect("127.0.0.1", server.port(), secret, 600ms), PeerFailureError);
 }
 
 TEST_F(StoreHostileTest, GarbageFromManyPeersAtOnce) {

@@ -1,8 +1,11 @@
 // KOLO_TIMELINE writes a Chrome trace that is valid JSON, also after a kill.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -133,6 +136,71 @@ TEST(Timeline, UnwritablePathIsAClearError) {
       EXPECT_NE(std::string(e.what()).find("/nonexistent-dir/trace.json"), std::string::npos) << e.what();
     }
   }, options);
+}
+
+// A timeline that cannot be written used to end as truncated JSON without a word.
+TEST(Timeline, UnwritableFromTheStartFailsInit) {
+  SpawnOptions options;
+  options.env["KOLO_TIMELINE"] = "/dev/full";
+  run_ranks(1, [](int) {
+    try {
+      kolo::init();
+      ADD_FAILURE() << "init succeeded";
+      kolo::shutdown();
+    } catch (const InvalidArgumentError& e) {
+      EXPECT_NE(std::string(e.what()).find("No space left on device"), std::string::npos) << e.what();
+    }
+  }, options);
+}
+
+// A disk that fills during the job (here a file size limit): the rank says so
+// once, the job goes on, and the trace is valid JSON up to where it stopped.
+TEST(Timeline, AFullDiskEndsTheTraceWholeAndSaysSo) {
+  const auto path = temp_path("kolo-timeline-full");
+  const auto log = temp_path("kolo-timeline-full-log");
+  SpawnOptions options;
+  options.env["KOLO_TIMELINE"] = path;
+  run_ranks(1, [&](int rank) {
+    ::signal(SIGXFSZ, SIG_IGN);  // writes past the limit fail with EFBIG instead
+    rlimit limit{8192, 8192};
+    ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &limit), 0);
+    ASSERT_NE(std::freopen(log.c_str(), "w", stderr), nullptr);
+    kolo::init();
+    for (int i = 0; i < 20; ++i) some_steps(rank);
+    kolo::shutdown();
+  }, options);
+  EXPECT_TRUE(read_trace(path).is_array());
+  EXPECT_LE(std::filesystem::file_size(path), 8192u);
+  std::ifstream in(log);
+  const std::string warnings((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_NE(warnings.find("the timeline '" + path + "' cannot be written"), std::string::npos) << warnings;
+  EXPECT_EQ(std::count(warnings.begin(), warnings.end(), '\n'), 1) << warnings;
+  std::filesystem::remove(path);
+  std::filesystem::remove(log);
+}
+
+// A symbolic link planted at the path is not followed (the job would truncate
+// whatever it points to).
+TEST(Timeline, ASymbolicLinkAtThePathIsRefused) {
+  const auto target = temp_path("kolo-timeline-target");
+  const auto link = temp_path("kolo-timeline-link");
+  std::ofstream(target) << "precious";
+  std::filesystem::create_symlink(target, link);
+  SpawnOptions options;
+  options.env["KOLO_TIMELINE"] = link;
+  run_ranks(1, [](int) {
+    try {
+      kolo::init();
+      ADD_FAILURE() << "init succeeded";
+      kolo::shutdown();
+    } catch (const InvalidArgumentError& e) {
+      EXPECT_NE(std::string(e.what()).find("symbolic link"), std::string::npos) << e.what();
+    }
+  }, options);
+  std::ifstream in(target);
+  EXPECT_EQ(std::string((std::istreambuf_iterator<char>(in)), {}), "precious");
+  std::filesystem::remove(link);
+  std::filesystem::remove(target);
 }
 
 }  // namespace

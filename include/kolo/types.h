@@ -92,8 +92,10 @@ struct BufferRelease {
 // (KOLO_SHAREABLE_BUFFERS says more; a forked child gets private copies).
 class Buffer {
  public:
+  // No memory: uint8 of shape [0]. A moved-from Buffer is left so.
   Buffer() = default;
-  // Zero-filled.
+  // Zero-filled. Throws InvalidArgumentError for a negative dimension or a size
+  // past what an int64 counts, std::bad_alloc when the memory is not there.
   Buffer(DataType dtype, Shape shape);
   // Contents unspecified: for outputs that are overwritten entirely.
   static Buffer uninitialized(DataType dtype, Shape shape);
@@ -103,8 +105,8 @@ class Buffer {
 
   Buffer(const Buffer& other);
   Buffer& operator=(const Buffer& other);
-  Buffer(Buffer&&) noexcept = default;
-  Buffer& operator=(Buffer&&) noexcept = default;
+  Buffer(Buffer&& other) noexcept;
+  Buffer& operator=(Buffer&& other) noexcept;
 
   DataType dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }
@@ -120,9 +122,10 @@ class Buffer {
 
  private:
   Buffer(DataType dtype, Shape shape, bool zeroed, bool shareable = false);
+  void clear() noexcept;
 
   DataType dtype_ = DataType::UInt8;
-  Shape shape_;
+  Shape shape_{0};
   std::unique_ptr<std::byte[], detail::BufferRelease> bytes_;
 };
 

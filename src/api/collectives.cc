@@ -3,10 +3,13 @@
 #include "kolo/collectives.h"
 
 #include <atomic>
+#include <cmath>
+#include <utility>
 
 #include "api/blocking.h"
 #include "api/naming.h"
 #include "api/runtime.h"
+#include "common/tensor_bytes.h"
 #include "engine/engine.h"
 #include "engine/entry.h"
 #include "kolo/error.h"
@@ -20,9 +23,7 @@ using engine::Request;
 
 void check_tensor(const Tensor& t, const char* role, const std::string& name) {
   if (!is_valid(t.dtype)) throw InvalidArgumentError(std::string(role) + " of '" + name + "' has an invalid dtype");
-  for (auto d : t.shape) {
-    if (d < 0) throw InvalidArgumentError(std::string(role) + " of '" + name + "' has a negative dimension " + to_string(t.shape));
-  }
+  detail::checked_nbytes(t.dtype, t.shape, [&] { return std::string(role) + " of '" + name + "'"; });
   if (t.data == nullptr && t.numel() > 0)
     throw InvalidArgumentError(std::string(role) + " of '" + name + "' has null data but " + std::to_string(t.numel()) +
                                " elements");
@@ -102,6 +103,16 @@ Handle run_blocking(Request request, const void* input, void* output, const Proc
   return submit({&entry, 1}, set);
 }
 
+void check_reduction(const AllreduceOptions& o, const std::string& name) {
+  if (!is_valid(o.op)) throw InvalidArgumentError("allreduce of '" + name + "' has an invalid reduce op");
+  // NaN is unequal even to itself: ranks would be told they disagree with themselves.
+  for (auto [what, factor] : {std::pair{"prescale", o.prescale}, std::pair{"postscale", o.postscale}}) {
+    if (!std::isfinite(factor))
+      throw InvalidArgumentError(std::string(what) + " of allreduce '" + name + "' must be a finite number, not " +
+                                 std::to_string(factor));
+  }
+}
+
 // The in-place form passes the same tensor twice: one check, one name ("tensor").
 void check_allreduce(const Tensor& input, const Tensor& output, const AllreduceOptions& o, const std::string& name) {
   const bool in_place = &input == &output;
@@ -113,7 +124,7 @@ void check_allreduce(const Tensor& input, const Tensor& output, const AllreduceO
                                  to_string(input.dtype) + to_string(input.shape) + ", output " +
                                  to_string(output.dtype) + to_string(output.shape));
   }
-  if (!is_valid(o.op)) throw InvalidArgumentError("allreduce of '" + name + "' has an invalid reduce op");
+  check_reduction(o, name);
 }
 
 Request allreduce_request(std::string name, const Tensor& t, const AllreduceOptions& o) {
@@ -175,7 +186,7 @@ void allreduce(const Tensor& input, const Tensor& output, const AllreduceOptions
 Handle grouped_allreduce_async(std::span<const Tensor> tensors, const AllreduceOptions& options, Location where) {
   auto group = name_for(options.name, "grouped_allreduce", where);
   if (tensors.empty()) throw InvalidArgumentError("grouped allreduce '" + group + "' has no tensors");
-  if (!is_valid(options.op)) throw InvalidArgumentError("allreduce of '" + group + "' has an invalid reduce op");
+  check_reduction(options, group);
   auto state = new_state(group, static_cast<int>(tensors.size()));
   std::vector<Entry> entries;
   for (std::size_t i = 0; i < tensors.size(); ++i) {

@@ -33,8 +33,8 @@ std::optional<bool> hierarchical_from_env() {
 
 comm::CommunicatorOptions options_from_env() {
   comm::CommunicatorOptions options;
-  options.peer_timeout = env::get_seconds("KOLO_PEER_TIMEOUT", options.peer_timeout);
-  options.connect_timeout = env::get_seconds("KOLO_START_TIMEOUT", options.connect_timeout);
+  options.peer_timeout = env::get_timeout("KOLO_PEER_TIMEOUT", options.peer_timeout);
+  options.connect_timeout = env::get_timeout("KOLO_START_TIMEOUT", options.connect_timeout);
   return options;
 }
 
@@ -171,8 +171,9 @@ std::unique_ptr<comm::Communicator> make_set_communicator(const Topology& t, int
 }
 
 std::unique_ptr<comm::Communicator> make_communicator(const Topology& t, int generation, store::StoreClient* store) {
+  const auto options = options_from_env();  // checked in a job of one too
   if (t.size == 1) return comm::make_self_communicator();
-  auto comm = choose(t, generation, store, options_from_env());
+  auto comm = choose(t, generation, store, options);
   if (t.rank == 0)
     KOLO_LOG(Info, "communicator: " << comm->name() << " (" << t.size << " ranks on " << t.cross_size
                                     << " host(s), started by " << to_string(t.launcher) << ")");

@@ -1,5 +1,6 @@
 #include "kolo/handle.h"
 
+#include "api/runtime.h"
 #include "engine/engine.h"
 #include "engine/op_state.h"
 #include "kolo/error.h"
@@ -7,8 +8,12 @@
 namespace kolo {
 namespace {
 
+// In a process forked after init() (runtime.cc), an unfinished operation would
+// wait for the parent's engine, which the child does not have; a finished one's
+// result is the child's own copy, and stays readable.
 const detail::OpState& checked(const std::shared_ptr<detail::OpState>& state) {
   if (!state) throw InvalidArgumentError("this Handle refers to no operation");
+  if (!state->done()) runtime::check_not_forked();
   return *state;
 }
 

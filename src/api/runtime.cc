@@ -1,8 +1,11 @@
 // init() and shutdown(): bootstrap, rendezvous, communicator choice, engine.
 #include "api/runtime.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
@@ -11,6 +14,7 @@
 #include "api/topology.h"
 #include "api/communicator_choice.h"
 #include "api/process_set_table.h"
+#include "api/settings_check.h"
 #include "common/env.h"
 #include "common/logging.h"
 #include "kolo/error.h"
@@ -29,10 +33,53 @@ struct Session {
   ProcessSetTable sets;
 };
 
+// g_mutex guards the session pointer and the flags below, and is only ever held
+// for a moment: init() builds the session outside it (the rendezvous may take
+// KOLO_START_TIMEOUT), so that fork() (which takes it, see below) never waits long.
+// No other lock is taken while it is held, nor it while another is, so its place
+// among the other fork handlers' locks (common/shareable_memory.cc) is free.
 std::mutex g_mutex;
+std::condition_variable g_init_done;
 std::unique_ptr<Session> g_session;
+bool g_initializing = false;  // an init() is building a session outside the lock
+
+// A child made by fork() after init() holds a copy of the session (the engine, the
+// communicator's connections and mappings, pending operations) but not the
+// engine's thread. Destroying that copy would wait for the thread forever, and
+// running cycles on it would talk to the parent's peers as if it were the parent.
+// So the child forgets the session without destroying it, and every call that
+// needs one fails (forked_message() says why); the parent's job never hears of
+// the child.
+std::atomic<bool> g_forked{false};  // in such a child only, never cleared; read without the lock
+int g_forked_rank = -1;          // the parent's rank, -1 when init() had not finished
+Session* g_inherited = nullptr;  // the parent's session, kept reachable and never destroyed
+
+void prepare_fork() { g_mutex.lock(); }
+void parent_after_fork() { g_mutex.unlock(); }
+void child_after_fork() {
+  if (g_session || g_initializing) {
+    g_forked = true;
+    g_forked_rank = g_session ? g_session->topology.rank : -1;
+    g_inherited = g_session.release();
+    g_initializing = false;
+  }
+  g_mutex.unlock();  // the forking thread took it in prepare_fork()
+}
+
+std::string forked_message() {
+  return "this process was forked (pid " + std::to_string(getpid()) + ") from " +
+         (g_forked_rank >= 0 ? "rank " + std::to_string(g_forked_rank) : std::string("a process")) +
+         " after kolo::init(); a forked child inherits no kolo session and cannot take part in the parent's "
+         "collectives (run them in the parent)";
+}
+
+// Waits out an init() running on another thread. Requires g_mutex (in `lock`).
+void await_init(std::unique_lock<std::mutex>& lock) {
+  g_init_done.wait(lock, [] { return !g_initializing; });
+}
 // Counts init() calls, so that a re-initialized job gets fresh rendezvous keys and
-// shared-memory names (every rank initializes the same number of times).
+// shared-memory names (every rank initializes the same number of times). Read and
+// written by the one init() running (g_initializing).
 int g_generation = 0;
 
 std::string hostname() {
@@ -64,35 +111,9 @@ std::unique_ptr<store::StoreClient> rendezvous(const Topology& t, int generation
   return client;
 }
 
-void shutdown_at_exit() { kolo::shutdown(); }
-
-}  // namespace
-
-namespace runtime {
-std::shared_ptr<engine::Engine> engine() {
-  std::lock_guard lock(g_mutex);
-  if (!g_session) throw ShutdownError("kolo is not initialized: call kolo::init() first");
-  return g_session->engine;
-}
-
-std::shared_ptr<engine::Engine> engine(const ProcessSet& set) {
-  if (set.id == 0) return engine();
-  std::lock_guard lock(g_mutex);
-  if (!g_session) throw ShutdownError("kolo is not initialized: call kolo::init() first");
-  return g_session->sets.engine(set.id, g_session->topology.rank);
-}
-
-SessionView session() {
-  std::lock_guard lock(g_mutex);
-  if (!g_session) throw ShutdownError("kolo is not initialized: call kolo::init() first");
-  return SessionView{&g_session->topology, g_session->generation, g_session->store.get(), &g_session->config,
-                     &g_session->sets};
-}
-}  // namespace runtime
-
-void init() {
-  std::lock_guard lock(g_mutex);
-  if (g_session) throw InvalidArgumentError("kolo::init() was called twice without kolo::shutdown() in between");
+// Everything init() does, outside g_mutex (only one init() runs at a time).
+std::unique_ptr<Session> start_session() {
+  detail::check_late_settings();
   detail::tune_allocator_for_training();
   auto session = std::make_unique<Session>();
   session->topology = topology_from_env();
@@ -100,14 +121,76 @@ void init() {
   log::set_rank(t.size > 1 ? t.rank : -1);
   const int generation = g_generation++;
   session->generation = generation;
-  auto start_timeout = env::get_seconds("KOLO_START_TIMEOUT", std::chrono::seconds(30));
+  auto start_timeout = env::get_timeout("KOLO_START_TIMEOUT", std::chrono::seconds(30));
   if (!t.store_addr.empty()) session->store = rendezvous(t, generation, start_timeout);
   auto config = engine::EngineConfig::from_env();
   if (config.flight_recorder_dir.empty())
     config.flight_recorder_dir = "/tmp/kolo-flight-" + (t.job_id.empty() ? std::to_string(getpid()) : t.job_id);
   session->config = config;
   session->engine = std::make_shared<engine::Engine>(make_communicator(t, generation, session->store.get()), config);
-  g_session = std::move(session);
+  return session;
+}
+
+void shutdown_at_exit() { kolo::shutdown(); }
+
+// The running session. Requires g_mutex (in `lock`).
+Session& current(std::unique_lock<std::mutex>& lock) {
+  if (g_forked) throw ShutdownError("kolo: " + forked_message());
+  await_init(lock);
+  if (!g_session) throw ShutdownError("kolo is not initialized: call kolo::init() first");
+  return *g_session;
+}
+
+}  // namespace
+
+namespace runtime {
+std::shared_ptr<engine::Engine> engine() {
+  std::unique_lock lock(g_mutex);
+  return current(lock).engine;
+}
+
+std::shared_ptr<engine::Engine> engine(const ProcessSet& set) {
+  std::unique_lock lock(g_mutex);
+  Session& session = current(lock);
+  return set.id == 0 ? session.engine : session.sets.engine(set.id, session.topology.rank);
+}
+
+SessionView session() {
+  std::unique_lock lock(g_mutex);
+  Session& s = current(lock);
+  return SessionView{&s.topology, s.generation, s.store.get(), &s.config, &s.sets};
+}
+
+void check_not_forked() {
+  if (g_forked.load(std::memory_order_relaxed)) throw ShutdownError("kolo: " + forked_message());
+}
+}  // namespace runtime
+
+void init() {
+  {
+    std::unique_lock lock(g_mutex);
+    if (g_forked) throw InvalidArgumentError("kolo::init(): " + forked_message());
+    await_init(lock);
+    if (g_session) throw InvalidArgumentError("kolo::init() was called twice without kolo::shutdown() in between");
+    g_initializing = true;
+    static std::once_flag fork_handlers;
+    std::call_once(fork_handlers, [] { ::pthread_atfork(prepare_fork, parent_after_fork, child_after_fork); });
+  }
+  std::unique_ptr<Session> session;
+  try {
+    session = start_session();
+  } catch (...) {
+    std::lock_guard lock(g_mutex);
+    g_initializing = false;
+    g_init_done.notify_all();
+    throw;
+  }
+  {
+    std::lock_guard lock(g_mutex);
+    g_session = std::move(session);
+    g_initializing = false;
+    g_init_done.notify_all();
+  }
   static std::once_flag at_exit;
   std::call_once(at_exit, [] { std::atexit(shutdown_at_exit); });
 }
@@ -115,7 +198,9 @@ void init() {
 void shutdown() {
   std::unique_ptr<Session> session;
   {
-    std::lock_guard lock(g_mutex);
+    std::unique_lock lock(g_mutex);
+    if (g_forked) return;  // the parent's session is not this process's to stop
+    await_init(lock);
     session = std::move(g_session);
   }
   // Outside the lock: the engine's thread may still complete handles whose waiters
@@ -127,23 +212,29 @@ void shutdown() {
 }
 
 bool is_initialized() {
-  std::lock_guard lock(g_mutex);
+  std::unique_lock lock(g_mutex);
+  if (g_forked) return false;
+  await_init(lock);
   return g_session != nullptr;
 }
 
 namespace {
-const Topology& topology() {
-  if (!g_session) throw ShutdownError("kolo is not initialized: call kolo::init() first");
-  return g_session->topology;
+// Requires g_mutex (in `lock`).
+const Topology& topology(std::unique_lock<std::mutex>& lock) { return current(lock).topology; }
+
+template <class Field>
+int topology_field(Field field) {
+  std::unique_lock lock(g_mutex);
+  return field(topology(lock));
 }
 }  // namespace
 
-int rank() { std::lock_guard lock(g_mutex); return topology().rank; }
-int size() { std::lock_guard lock(g_mutex); return topology().size; }
-int local_rank() { std::lock_guard lock(g_mutex); return topology().local_rank; }
-int local_size() { std::lock_guard lock(g_mutex); return topology().local_size; }
-int cross_rank() { std::lock_guard lock(g_mutex); return topology().cross_rank; }
-int cross_size() { std::lock_guard lock(g_mutex); return topology().cross_size; }
+int rank() { return topology_field([](const Topology& t) { return t.rank; }); }
+int size() { return topology_field([](const Topology& t) { return t.size; }); }
+int local_rank() { return topology_field([](const Topology& t) { return t.local_rank; }); }
+int local_size() { return topology_field([](const Topology& t) { return t.local_size; }); }
+int cross_rank() { return topology_field([](const Topology& t) { return t.cross_rank; }); }
+int cross_size() { return topology_field([](const Topology& t) { return t.cross_size; }); }
 
 std::string backend() { return runtime::engine()->backend(); }
 

@@ -30,4 +30,9 @@ struct SessionView {
 // Throws ShutdownError when kolo is not initialized.
 SessionView session();
 
+// Throws ShutdownError in a process forked from one where kolo was initialized:
+// such a child inherits no session (runtime.cc), and what it inherited (pending
+// operations' handles) must not wait on the parent's engine.
+void check_not_forked();
+
 }  // namespace kolo::runtime

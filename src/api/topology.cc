@@ -91,7 +91,7 @@ void find_store(Topology& t) {
   if (path.empty() && t.launcher == Launcher::Srun && t.cross_size > 1)
     path = env::get_string("SLURM_SUBMIT_DIR", ".") + "/.kolo-rendezvous-" + t.job_id;
   if (path.empty()) return;
-  auto timeout = env::get_seconds("KOLO_START_TIMEOUT", std::chrono::seconds(30));
+  auto timeout = env::get_timeout("KOLO_START_TIMEOUT", std::chrono::seconds(30));
   rendezvous_through_file(t, path, timeout);
 }
 

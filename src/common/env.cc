@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 
 #include "kolo/error.h"
@@ -65,14 +66,52 @@ bool get_bool(const char* name, bool fallback) {
   return value ? parse_bool(*value, name) : fallback;
 }
 
+std::int64_t get_int_in(const char* name, std::int64_t fallback, std::int64_t min, std::int64_t max) {
+  auto value = get(name);
+  if (!value) return fallback;
+  const std::string allowed = max == INT64_MAX ? "allowed are integers from " + std::to_string(min) + " (K, M, G: powers of 1024)"
+                                               : "allowed are " + std::to_string(min) + " to " + std::to_string(max);
+  std::int64_t n = 0;
+  try {
+    n = parse_int(*value, name);
+  } catch (const InvalidArgumentError& e) {
+    throw InvalidArgumentError(std::string(e.what()) + ": " + allowed);
+  }
+  if (n < min || n > max) throw InvalidArgumentError(std::string(name) + ": '" + *value + "' is out of range: " + allowed);
+  return n;
+}
+
 std::chrono::milliseconds get_seconds(const char* name, std::chrono::milliseconds fallback) {
   auto value = get(name);
   if (!value) return fallback;
   double seconds = parse_double(*value, name);
-  if (seconds < 0) throw InvalidArgumentError(std::string(name) + ": must not be negative");
+  if (seconds < 0)
+    throw InvalidArgumentError(std::string(name) + ": '" + *value + "' is negative: allowed are 0 (off) to 1e9 seconds");
   // Past this the milliseconds would not fit an int64 (the conversion is undefined).
-  if (seconds > kMaxSeconds) throw InvalidArgumentError(std::string(name) + ": must be at most 1e9 seconds");
+  if (seconds > kMaxSeconds)
+    throw InvalidArgumentError(std::string(name) + ": '" + *value + "' is too large: allowed are 0 (off) to 1e9 seconds");
   return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000.0));
+}
+
+std::chrono::milliseconds get_timeout(const char* name, std::chrono::milliseconds fallback) {
+  const auto timeout = get_seconds(name, fallback);
+  // 0 means off where a setting can be off; a timeout cannot (it would fail at
+  // once), and under a millisecond it is 0.
+  if (timeout.count() <= 0)
+    throw InvalidArgumentError(std::string(name) + ": '" + get(name).value_or("") +
+                               "' is not allowed: a timeout must be at least 0.001 seconds (up to 1e9)");
+  return timeout;
+}
+
+std::string get_choice(const char* name, const std::string& fallback, std::initializer_list<const char*> allowed) {
+  auto value = get(name);
+  if (!value) return fallback;
+  std::string listed;
+  for (const char* a : allowed) {
+    if (*value == a) return *value;
+    listed += (listed.empty() ? "" : ", ") + std::string(a);
+  }
+  throw InvalidArgumentError(std::string(name) + ": '" + *value + "' is not allowed: use one of " + listed);
 }
 
 }  // namespace kolo::env

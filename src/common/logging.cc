@@ -4,19 +4,33 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
+
+#include "common/env.h"
 
 namespace kolo::log {
 namespace {
 
 std::atomic<int> g_rank{-1};
 
-Level level_from_env() {
-  const char* value = std::getenv("KOLO_LOG_LEVEL");
-  if (value == nullptr) return Level::Warning;
-  if (std::strcmp(value, "error") == 0) return Level::Error;
-  if (std::strcmp(value, "info") == 0) return Level::Info;
-  if (std::strcmp(value, "debug") == 0) return Level::Debug;
+constexpr const char* kLevelVariable = "KOLO_LOG_LEVEL";
+
+Level level_from(const std::string& value) {
+  if (value == "error") return Level::Error;
+  if (value == "info") return Level::Info;
+  if (value == "debug") return Level::Debug;
   return Level::Warning;
+}
+
+std::string level_setting() { return env::get_choice(kLevelVariable, "warning", {"error", "warning", "info", "debug"}); }
+
+// The log must never throw: a bad value (which init() refuses) logs at warning.
+Level level_from_env() {
+  try {
+    return level_from(level_setting());
+  } catch (const std::exception&) {
+    return Level::Warning;
+  }
 }
 
 const char* name(Level level) {
@@ -37,6 +51,20 @@ bool enabled(Level level) {
 }
 
 void set_rank(int rank) { g_rank.store(rank); }
+
+void check_level_setting() { level_setting(); }
+
+bool Throttle::allow(std::uint64_t& held_back) {
+  const auto now = std::chrono::steady_clock::now();
+  if (last_ && now - *last_ < interval_) {
+    ++held_back_;
+    return false;
+  }
+  last_ = now;
+  held_back = held_back_;
+  held_back_ = 0;
+  return true;
+}
 
 void write(Level level, const std::string& message) {
   int rank = g_rank.load();

@@ -2,6 +2,9 @@
 // from KOLO_LOG_LEVEL (error, warning, info, debug; default warning).
 #pragma once
 
+#include <chrono>
+#include <cstdint>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -13,6 +16,25 @@ bool enabled(Level level);
 // The rank shown in the prefix; -1 (the default) shows none.
 void set_rank(int rank);
 void write(Level level, const std::string& message);
+// Throws InvalidArgumentError when KOLO_LOG_LEVEL is set but is not a level
+// (init() checks it: the log itself falls back to warning, as it never throws).
+void check_level_setting();
+
+// Lets one message through per `interval`, for warnings that a flood (of bad
+// connections, say) would repeat thousands of times; the next one let through is
+// told how many were held back. Not thread-safe: one per thread that logs.
+class Throttle {
+ public:
+  explicit Throttle(std::chrono::milliseconds interval) : interval_(interval) {}
+  // Whether to write the message now; `held_back` gets how many were not written
+  // since the last one that was.
+  bool allow(std::uint64_t& held_back);
+
+ private:
+  std::chrono::milliseconds interval_;
+  std::optional<std::chrono::steady_clock::time_point> last_;
+  std::uint64_t held_back_ = 0;
+};
 
 }  // namespace kolo::log
 

@@ -25,9 +25,12 @@ MappingCache::~MappingCache() {
 }
 
 MappingCache& MappingCache::process() {
-  static MappingCache* cache = new MappingCache(static_cast<std::size_t>(
-      std::max<std::int64_t>(0, env::get_int("KOLO_BUFFER_CACHE_BYTES", std::int64_t{512} << 20))));
+  static MappingCache* cache = new MappingCache(limit_from_env());
   return *cache;
+}
+
+std::size_t MappingCache::limit_from_env() {
+  return static_cast<std::size_t>(env::get_int_in("KOLO_BUFFER_CACHE_BYTES", std::int64_t{512} << 20, 0, INT64_MAX));
 }
 
 void MappingCache::lock_for_fork() { mutex_.lock(); }

@@ -23,6 +23,9 @@ class MappingCache {
   // The process's cache, sized by KOLO_BUFFER_CACHE_BYTES (default 512 MiB). Never
   // destroyed, so that Buffers released during exit still find it.
   static MappingCache& process();
+  // KOLO_BUFFER_CACHE_BYTES, checked (init() reads it too, so that a bad value
+  // fails there and not at the first large Buffer).
+  static std::size_t limit_from_env();
 
   // A kept mapping of exactly `length` bytes (the most recently released), or
   // nullptr. Its contents are whatever its last Buffer left. `shareable`: only a

@@ -101,9 +101,9 @@ bool shmem_huge_pages() {
 bool wants_shareable(bool requested) {
   // Read at every large allocation (cheap beside a mapping), so that a program
   // or a test may change it.
-  const auto value = env::get("KOLO_SHAREABLE_BUFFERS");
-  if (!value || value->empty() || *value == "auto") return requested || shmem_huge_pages();
-  return env::parse_bool(*value, "KOLO_SHAREABLE_BUFFERS (0, 1 or auto)");
+  const std::string value = env::get_choice("KOLO_SHAREABLE_BUFFERS", "auto", {"0", "1", "auto"});
+  if (value == "auto") return requested || shmem_huge_pages();
+  return value == "1";
 }
 
 void* map_at_alignment(std::size_t length, std::size_t alignment, int fd) {

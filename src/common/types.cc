@@ -7,6 +7,7 @@
 
 #include "common/mapping_cache.h"
 #include "common/shareable_memory.h"
+#include "common/tensor_bytes.h"
 #include "kolo/error.h"
 
 namespace kolo {
@@ -68,6 +69,26 @@ std::int64_t num_elements(const Shape& shape) {
   return n;
 }
 
+detail::ShapeFault detail::shape_fault(DataType dtype, const Shape& shape, std::size_t& bytes) {
+  // The dimensions other than zeros must fit together as well: a shape that
+  // holds nothing may still describe rows (allgather's, alltoall's) that do not.
+  std::int64_t n = static_cast<std::int64_t>(element_size(dtype));
+  bool empty = false;
+  for (auto d : shape) {
+    if (d < 0) return ShapeFault::Negative;
+    if (d == 0) empty = true;
+    else if (__builtin_mul_overflow(n, d, &n)) return ShapeFault::Overflow;
+  }
+  bytes = empty ? 0 : static_cast<std::size_t>(n);
+  return ShapeFault::None;
+}
+
+void detail::throw_shape_fault(ShapeFault fault, DataType dtype, const Shape& shape, const std::string& what) {
+  if (fault == ShapeFault::Negative) throw InvalidArgumentError(what + " has a negative dimension " + to_string(shape));
+  throw InvalidArgumentError(what + " of shape " + to_string(shape) + " and dtype " + to_string(dtype) +
+                             " has more bytes than an int64 counts");
+}
+
 std::string to_string(const Shape& shape) {
   std::string out = "[";
   for (std::size_t i = 0; i < shape.size(); ++i) {
@@ -106,7 +127,7 @@ void detail::BufferRelease::operator()(std::byte* p) const noexcept {
 }
 
 Buffer::Buffer(DataType dtype, Shape shape, bool zeroed, bool shareable) : dtype_(dtype), shape_(std::move(shape)) {
-  const std::size_t bytes = static_cast<std::size_t>(num_elements(shape_)) * element_size(dtype);
+  const std::size_t bytes = detail::checked_nbytes(dtype, shape_, [] { return std::string("kolo::Buffer"); });
   std::byte* p = nullptr;
   // Large Buffers are mappings (shareable by policy); small ones too when they
   // are to be shareable (the file holds only the pages touched).
@@ -131,8 +152,35 @@ Buffer Buffer::uninitialized(DataType dtype, Shape shape) { return Buffer(dtype,
 
 Buffer Buffer::shareable(DataType dtype, Shape shape) { return Buffer(dtype, std::move(shape), true, true); }
 
-Buffer::Buffer(const Buffer& other) : Buffer(other.dtype_, other.shape_, false) {
-  if (nbytes() > 0) std::memcpy(bytes_.get(), other.bytes_.get(), nbytes());
+// A Buffer without memory (default, moved from, or of no elements) copies as one.
+Buffer::Buffer(const Buffer& other) : dtype_(other.dtype_), shape_(other.shape_) {
+  if (!other.bytes_) return;
+  Buffer fresh(other.dtype_, other.shape_, false);
+  std::memcpy(fresh.bytes_.get(), other.bytes_.get(), other.nbytes());
+  bytes_ = std::move(fresh.bytes_);
+}
+
+// The moved-from Buffer is left as a default one: no memory, no bytes, no
+// elements (the unique_ptr alone would keep its deleter's size).
+Buffer::Buffer(Buffer&& other) noexcept
+    : dtype_(other.dtype_), shape_(std::move(other.shape_)), bytes_(std::move(other.bytes_)) {
+  other.clear();
+}
+
+Buffer& Buffer::operator=(Buffer&& other) noexcept {
+  if (this != &other) {
+    dtype_ = other.dtype_;
+    shape_ = std::move(other.shape_);
+    bytes_ = std::move(other.bytes_);
+    other.clear();
+  }
+  return *this;
+}
+
+void Buffer::clear() noexcept {
+  dtype_ = DataType::UInt8;
+  shape_ = {0};
+  bytes_ = std::unique_ptr<std::byte[], detail::BufferRelease>();
 }
 
 Buffer& Buffer::operator=(const Buffer& other) {

@@ -43,6 +43,50 @@ void Coordinator::add(int rank, std::vector<Request> requests) {
   }
 }
 
+bool Coordinator::ranks_disagree_on_group(const Pending& pending) {
+  const Request* first = nullptr;
+  for (const auto& r : pending.by_rank) {
+    if (!r) continue;
+    if (!first) first = &*r;
+    else if (r->group != first->group || r->group_size != first->group_size) return true;
+  }
+  return false;
+}
+
+void Coordinator::fail_groups(std::unordered_map<std::string, Pending>::iterator ready, const Response& error,
+                              std::vector<Response>& out) {
+  std::vector<std::string> groups;
+  for (const auto& r : ready->second.by_rank) {
+    if (r && !r->group.empty() && std::find(groups.begin(), groups.end(), r->group) == groups.end())
+      groups.push_back(r->group);
+  }
+  table_.erase(ready);
+  out.push_back(error);
+  auto failed = [&](const std::string& name) {
+    Response r = error;
+    r.names = {name};
+    out.push_back(std::move(r));
+  };
+  for (const auto& group : groups) {
+    if (auto members = groups_.find(group); members != groups_.end()) {
+      for (auto& member : members->second) out.push_back(std::move(member));
+      groups_.erase(members);
+    }
+    // A rank submits a group's members together, so every member any rank
+    // will submit is here already.
+    for (auto it = table_.begin(); it != table_.end();) {
+      const bool member = std::any_of(it->second.by_rank.begin(), it->second.by_rank.end(),
+                                      [&](const auto& r) { return r && r->group == group; });
+      if (!member) {
+        ++it;
+        continue;
+      }
+      failed(it->first);
+      it = table_.erase(it);
+    }
+  }
+}
+
 std::vector<Response> Coordinator::take_ready() {
   std::vector<Response> out;
   for (const auto& name : newly_ready_) {
@@ -53,6 +97,10 @@ std::vector<Response> Coordinator::take_ready() {
                                          [](const auto& r) { return r.has_value(); });
     std::string group = first.group;
     std::int32_t group_size = first.group_size;
+    if (ranks_disagree_on_group(it->second)) {
+      fail_groups(it, response, out);
+      continue;
+    }
     table_.erase(it);
     if (group.empty()) {
       out.push_back(std::move(response));

@@ -39,6 +39,15 @@ class Coordinator {
   };
 
   bool is_ready(const Pending& pending) const;
+  // Whether the ranks that submitted a name disagree on its group (its name or
+  // size): then the ranks' groups have different members, and those that only
+  // some ranks submitted would never be ready.
+  static bool ranks_disagree_on_group(const Pending& pending);
+  // Fails the `ready` name with `error` and, with the same message, every member
+  // of every group its ranks named: those waiting for other members (groups_)
+  // and those waiting for other ranks (table_), which no rank will wait for again.
+  void fail_groups(std::unordered_map<std::string, Pending>::iterator ready, const Response& error,
+                   std::vector<Response>& out);
   void mark_ready(const std::string& name);
   void join(int rank);
 

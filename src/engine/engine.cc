@@ -23,6 +23,7 @@
 #include "common/reduce.h"
 #include "common/wire.h"
 #include "engine/fusion.h"
+#include "engine/settings_agreement.h"
 #include "engine/stall_inspector.h"
 #include "kolo/error.h"
 
@@ -79,6 +80,11 @@ Engine::Engine(std::unique_ptr<comm::Communicator> comm, EngineConfig config)
       coordinator_(size_),
       executor_(*comm_),
       agreement_(*comm_, eager_bytes_for(config, *comm_)) {
+  const SharedSetting shared[] = {
+      {"KOLO_FUSION_THRESHOLD", static_cast<std::int64_t>(config_.fusion_threshold)},
+      {"KOLO_CACHE_CAPACITY", static_cast<std::int64_t>(config_.cache_capacity)},
+      {"KOLO_EAGER_BYTES", static_cast<std::int64_t>(agreement_.eager_bytes())}};
+  check_ranks_agree(*comm_, shared);
   if (!config_.timeline_path.empty()) {
     timeline_ = timeline_at(config_.timeline_path);
     executor_.set_timed(timeline_ != nullptr);
@@ -125,6 +131,7 @@ void Engine::submit(std::span<Entry> entries, bool wake) {
   if (shutdown_requested_) throw ShutdownError("kolo is shutting down");
   std::set<std::string> names;  // a group's names among themselves
   for (const auto& e : entries) {
+    check_sendable(e.request);
     const bool taken = in_flight_.count(e.request.name) || (express_name_ && *express_name_ == e.request.name);
     if (taken || (entries.size() > 1 && !names.insert(e.request.name).second))
       throw InvalidArgumentError("an operation named '" + e.request.name +

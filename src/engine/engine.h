@@ -41,7 +41,8 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   // Queues operations (several at once for a group). Throws InvalidArgumentError
-  // when a name is already in flight on this rank, and the engine's terminal error
+  // when a name is already in flight on this rank or a request is past what a
+  // message carries (check_sendable, messages.h), and the engine's terminal error
   // (ShutdownError, PeerFailureError) once it has stopped.
   // `wake` false: the caller is about to wait (and so drive the cycles itself),
   // the background thread need not be woken.

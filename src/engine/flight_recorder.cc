@@ -6,9 +6,10 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
 
 #include "common/coarse_clock.h"
 #include "common/logging.h"
@@ -36,6 +37,28 @@ std::string escape(const std::string& s) {
     out += c;
   }
   return out;
+}
+
+// The records name the job's tensors: a directory made for them is the user's
+// alone (0700; one that exists is left as it is), and so is each file (0600),
+// never written through a symbolic link.
+void make_private_directory(const std::filesystem::path& dir) {
+  if (std::filesystem::create_directories(dir)) std::filesystem::permissions(dir, std::filesystem::perms::owner_all);
+}
+
+void write_private_file(const std::string& path, const std::string& content) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) throw std::runtime_error(std::string("cannot open ") + path + ": " + std::strerror(errno));
+  std::size_t done = 0;
+  int error = 0;
+  while (done < content.size() && error == 0) {
+    const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) error = n < 0 ? errno : EIO;
+    else done += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+  if (error != 0) throw std::runtime_error(std::string("cannot write ") + path + ": " + std::strerror(error));
 }
 
 }  // namespace
@@ -144,13 +167,9 @@ std::string FlightRecorder::to_json(const std::string& reason, int blamed_rank) 
 
 std::string FlightRecorder::dump(const std::string& reason, int blamed_rank) const {
   try {
-    std::filesystem::create_directories(std::filesystem::path(path_).parent_path());
+    make_private_directory(std::filesystem::path(path_).parent_path());
     const std::string tmp = path_ + ".tmp";
-    {
-      std::ofstream out(tmp, std::ios::trunc);
-      out << to_json(reason, blamed_rank);
-      if (!out) throw std::runtime_error("write failed");
-    }
+    write_private_file(tmp, to_json(reason, blamed_rank));
     std::filesystem::rename(tmp, path_);  // readers never see half a file
     KOLO_LOG(Info, "flight recorder written to " << path_ << " (" << reason << ")");
   } catch (const std::exception& e) {
@@ -173,8 +192,8 @@ void FlightRecorder::watch_sigusr1() {
   action.sa_flags = SA_RESTART;
   ::sigaction(SIGUSR1, &action, &g_previous_sigusr1);
   try {
-    std::filesystem::create_directories(std::filesystem::path(path_).parent_path());
-    std::ofstream(pid_file_for(path_)) << ::getpid() << "\n";
+    make_private_directory(std::filesystem::path(path_).parent_path());
+    write_private_file(pid_file_for(path_), std::to_string(::getpid()) + "\n");
   } catch (const std::exception&) {
     // Without the pid file only kolorun's SIGUSR1 forwarding is lost.
   }

@@ -1,14 +1,13 @@
 #include "engine/messages.h"
 
 #include "common/wire.h"
+#include "kolo/error.h"
 
 namespace kolo::engine {
 namespace {
 
-// Limits that bound every allocation a message can cause.
-constexpr std::size_t kMaxName = 4096;
-constexpr std::size_t kMaxDims = 64;
-constexpr std::size_t kMaxSplits = 1 << 20;
+// Limits that bound every allocation a message can cause (and messages.h's).
+constexpr std::size_t kMaxName = kMaxNameBytes;
 constexpr std::size_t kMaxItems = 1 << 20;
 constexpr std::size_t kMaxNamesPerResponse = 1 << 20;
 constexpr std::size_t kMaxError = 1 << 16;
@@ -102,6 +101,20 @@ const char* to_string(OpType op) {
     case OpType::Join: return "join";
   }
   return "invalid";
+}
+
+void check_sendable(const Request& r) {
+  auto check = [&r](const char* what, std::size_t got, std::size_t limit) {
+    if (got <= limit) return;
+    // The name itself may be too long to repeat in full.
+    const std::string name = r.name.size() > 64 ? r.name.substr(0, 64) + "..." : r.name;
+    throw InvalidArgumentError(std::string(to_string(r.op)) + " '" + name + "': " + what + " is " +
+                               std::to_string(got) + ", more than kolo allows (" + std::to_string(limit) + ")");
+  };
+  check("the name's length in bytes", r.name.size(), kMaxNameBytes);
+  check("the group name's length in bytes", r.group.size(), kMaxNameBytes);
+  check("the number of dimensions", r.shape.size(), kMaxDims);
+  check("the number of splits", r.splits.size(), kMaxSplits);
 }
 
 std::vector<std::uint8_t> encode_requests(const std::vector<Request>& requests) {

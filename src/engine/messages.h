@@ -70,6 +70,16 @@ struct Response {
   bool operator==(const Response&) const = default;
 };
 
+// The wire format's limits, which bound what a message can make its reader
+// allocate. A request past them would break the coordinator's message for every
+// rank; it is refused at the call instead.
+inline constexpr std::size_t kMaxNameBytes = 4096;
+inline constexpr std::size_t kMaxDims = 64;
+inline constexpr std::size_t kMaxSplits = std::size_t{1} << 20;
+
+// Throws InvalidArgumentError when `request` is past those limits.
+void check_sendable(const Request& request);
+
 std::vector<std::uint8_t> encode_requests(const std::vector<Request>& requests);
 std::vector<Request> decode_requests(std::span<const std::uint8_t> bytes);
 std::vector<std::uint8_t> encode_responses(const std::vector<Response>& responses);

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/logging.h"
 #include "kolo/error.h"
 
 namespace kolo::engine {
@@ -28,23 +29,33 @@ std::string json_escape(const std::string& s) {
   return out;
 }
 
-void write_all_at(int fd, const std::string& data, std::int64_t offset) {
+// 0, or the errno of the write that failed.
+int write_all_at(int fd, const std::string& data, std::int64_t offset) {
   std::size_t done = 0;
   while (done < data.size()) {
     ssize_t n = ::pwrite(fd, data.data() + done, data.size() - done, offset + static_cast<std::int64_t>(done));
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;  // a full disk must not take the job down; the trace just ends
+    if (n <= 0) return n < 0 ? errno : EIO;
     done += static_cast<std::size_t>(n);
   }
+  return 0;
 }
 
 }  // namespace
 
-Timeline::Timeline(const std::string& path, int rank) : rank_(rank), origin_(std::chrono::steady_clock::now()) {
-  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd_ < 0) throw InvalidArgumentError("cannot write the timeline to '" + path + "': " + std::strerror(errno));
+Timeline::Timeline(const std::string& path, int rank)
+    : rank_(rank), path_(path), origin_(std::chrono::steady_clock::now()) {
+  // Not through a symbolic link: one planted at the path would have the job
+  // truncate and write whatever file it points to.
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd_ < 0)
+    throw InvalidArgumentError("cannot write the timeline to '" + path + "': " + std::strerror(errno) +
+                               (errno == ELOOP ? " (it is a symbolic link, which the timeline does not follow)" : ""));
   const std::string head = "[\n]";
-  write_all_at(fd_, head, 0);
+  if (int error = write_all_at(fd_, head, 0)) {
+    ::close(fd_);
+    throw InvalidArgumentError("cannot write the timeline to '" + path + "': " + std::strerror(error));
+  }
   end_offset_ = 2;
   // Name the process track after the rank.
   pending_ = "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" + std::to_string(rank_) +
@@ -95,12 +106,27 @@ void Timeline::write_loop() {
       pending_.clear();
       lock.unlock();
       // Overwrite the old closing bracket, so the file is valid JSON after each write.
-      write_all_at(fd_, chunk, end_offset_);
-      end_offset_ += static_cast<std::int64_t>(chunk.size()) - 1;
+      if (!failed_) {
+        if (int error = write_all_at(fd_, chunk, end_offset_)) {
+          give_up(error);
+        } else {
+          end_offset_ += static_cast<std::int64_t>(chunk.size()) - 1;
+        }
+      }
       lock.lock();
     }
     if (stop_ && pending_.empty()) return;
   }
+}
+
+void Timeline::give_up(int error) {
+  // A full disk must not take the job down: the trace ends where it was last
+  // whole, its closing bracket written back over what the failed write left
+  // (in space the file already has).
+  failed_ = true;
+  if (::ftruncate(fd_, end_offset_ + 1) == 0) write_all_at(fd_, "]", end_offset_);
+  KOLO_LOG(Warning, "the timeline '" << path_ << "' cannot be written (" << std::strerror(error)
+                                     << "); it ends here, the job goes on");
 }
 
 }  // namespace kolo::engine

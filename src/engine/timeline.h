@@ -23,7 +23,9 @@ class Timeline {
  public:
   using TimePoint = std::chrono::steady_clock::time_point;
 
-  // Opens (truncates) `path`. Throws InvalidArgumentError when it cannot.
+  // Opens (truncates) `path`, never through a symbolic link. Throws
+  // InvalidArgumentError when it cannot; a later failed write is a warning, and
+  // the trace ends there.
   Timeline(const std::string& path, int rank);
   ~Timeline();
   Timeline(const Timeline&) = delete;
@@ -35,13 +37,18 @@ class Timeline {
 
  private:
   void write_loop();
+  // After a failed write (errno `error`): says so, keeps the file whole and
+  // writes no more. On the writer thread.
+  void give_up(int error);
   std::int64_t micros(TimePoint t) const;
 
   const int rank_;
+  const std::string path_;
   const TimePoint origin_;
   int fd_ = -1;
   std::int64_t end_offset_ = 0;  // where the closing "]" stands
   bool first_event_ = true;
+  bool failed_ = false;  // a write failed: the trace ends (writer thread only)
 
   std::mutex mutex_;
   std::condition_variable wake_;

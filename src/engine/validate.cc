@@ -51,11 +51,38 @@ std::optional<Failure> check_splits(const std::string& name, const Request& r, i
   std::int64_t total = 0;
   for (auto s : r.splits) {
     if (s < 0) return invalid("alltoall of '" + name + "' on rank " + std::to_string(rank) + ": negative split.");
-    total += s;
+    if (__builtin_add_overflow(total, s, &total))
+      return invalid("alltoall of '" + name + "' on rank " + std::to_string(rank) +
+                     ": splits sum past what an int64 counts.");
   }
   if (total != r.shape[0])
     return invalid("alltoall of '" + name + "' on rank " + std::to_string(rank) + ": splits sum to " +
                    std::to_string(total) + " but the first dimension is " + std::to_string(r.shape[0]) + ".");
+  return std::nullopt;
+}
+
+// Each rank checked its own tensor's size, rows included (detail::checked_nbytes:
+// row_bytes below fits); what a rank receives, rows from every rank together,
+// must fit as well: all of them for allgather, the rows each sends it for
+// alltoall (whose splits are checked first).
+std::optional<Failure> check_received_bytes(const std::string& name, const std::vector<std::optional<Request>>& by_rank,
+                                            const Request& first) {
+  const int size = static_cast<int>(by_rank.size());
+  std::int64_t row_bytes = static_cast<std::int64_t>(element_size(first.dtype));
+  for (std::size_t d = 1; d < first.shape.size(); ++d) row_bytes *= first.shape[d];
+  auto rows_to = [&](const Request& sender, int receiver) {
+    if (first.op == OpType::Allgather) return sender.shape[0];
+    return sender.splits.empty() ? sender.shape[0] / size : sender.splits[receiver];
+  };
+  const int receivers = first.op == OpType::Allgather ? 1 : size;
+  for (int receiver = 0; receiver < receivers; ++receiver) {
+    std::int64_t rows = 0, bytes = 0;
+    bool overflow = false;
+    for (const auto& r : by_rank) overflow = overflow || (r && __builtin_add_overflow(rows, rows_to(*r, receiver), &rows));
+    if (overflow || __builtin_mul_overflow(rows, row_bytes, &bytes))
+      return invalid(std::string(to_string(first.op)) + " of '" + name +
+                     "': a rank would receive more bytes than an int64 counts.");
+  }
   return std::nullopt;
 }
 
@@ -100,6 +127,9 @@ std::optional<Failure> validate(const std::string& name, const std::vector<std::
       if (auto f = compare(name, by_rank, first_rank, "shapes (all but the first dimension must agree)", tail,
                            [&](const Request& r) { return shape_tail(r.shape) + " after the first dimension"; }))
         return f;
+      if (first.op == OpType::Allgather) {
+        if (auto f = check_received_bytes(name, by_rank, first)) return f;
+      }
       break;
     }
     default: break;
@@ -141,6 +171,7 @@ std::optional<Failure> validate(const std::string& name, const std::vector<std::
       if (!by_rank[r]) continue;
       if (auto f = check_splits(name, *by_rank[r], r, size)) return f;
     }
+    if (auto f = check_received_bytes(name, by_rank, first)) return f;
   }
   return std::nullopt;
 }

@@ -50,10 +50,16 @@ class StoreClient {
 
 // Limits a StoreServer enforces; the defaults suit a job, tests shorten them.
 struct StoreServerOptions {
-  // A connection that has not proved the secret by then is closed.
-  milliseconds handshake_timeout{10000};
+  // A connection that has not proved the secret by then is closed: an honest
+  // handshake is one round trip, and a rank whose connection is closed retries.
+  milliseconds handshake_timeout{3000};
   // Connections beyond this are accepted and closed at once.
   std::size_t max_connections = 4096;
+  // At most this many of them unauthenticated: a new connection beyond it closes
+  // the oldest unauthenticated one, so that idle connections from anyone on the
+  // host (who has no secret) cannot keep the job's ranks out: a rank's fresh
+  // connection displaces them, and a rank displaced retries (StoreClient::connect).
+  std::size_t max_unauthenticated = 128;
 };
 
 // Runs on its own thread until destroyed. One malformed or unauthenticated client

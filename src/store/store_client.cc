@@ -4,6 +4,7 @@
 // call fails the same way.
 #include <cstring>
 #include <mutex>
+#include <thread>
 #include <type_traits>
 
 #include "common/hmac.h"
@@ -175,6 +176,13 @@ class TcpStoreClient final : public StoreClient {
 };
 
 // Reads the server's challenge and proves the secret. Throws on refusal.
+// The store closed the connection or went silent during the handshake: it
+// closes connections beyond its limits and slow handshakes (and displaces idle
+// unauthenticated ones), all of which a new attempt may get past.
+struct HandshakeCut {
+  std::string what;
+};
+
 void authenticate(int fd, const std::string& secret, const std::string& where, Deadline deadline) {
   std::array<std::uint8_t, proto::kMagic.size() + proto::kNonceSize> challenge;
   std::uint8_t verdict = proto::kHandshakeRefused;
@@ -188,10 +196,7 @@ void authenticate(int fd, const std::string& secret, const std::string& where, D
     net::write_all(fd, mac.data(), mac.size(), deadline);
     net::read_exact(fd, &verdict, 1, deadline);
   } catch (const net::SocketError& e) {
-    const bool closed = e.kind() == net::SocketError::Kind::Closed;
-    throw PeerFailureError(-1, "handshake with the kolo store at " + where + " failed: " + e.what() +
-                                   (closed ? " (the store closes connections beyond its limit, and slow handshakes)"
-                                           : ""));
+    throw HandshakeCut{e.what()};
   }
   if (verdict != proto::kHandshakeAccepted) {
     throw InvalidArgumentError("the store at " + where +
@@ -207,17 +212,31 @@ std::unique_ptr<StoreClient> StoreClient::connect(const std::string& host, int p
   const std::string where = host + ":" + std::to_string(port);
   if (secret.empty()) throw InvalidArgumentError("connecting to the kolo store at " + where + " needs the job secret (KOLO_SECRET)");
   const Deadline deadline = net::deadline_after(timeout);
-  net::Fd fd;
-  try {
-    fd = net::connect_tcp_retrying(host, port, deadline);
-  } catch (const net::SocketError& e) {
-    throw PeerFailureError(-1, "cannot reach the kolo store at " + where + " within " +
-                                   std::to_string(timeout.count()) + " ms: " + e.what());
+  // Until the deadline, a cut handshake is tried again, a little later each time.
+  milliseconds pause{20};
+  for (int attempt = 1;; ++attempt) {
+    net::Fd fd;
+    try {
+      fd = net::connect_tcp_retrying(host, port, deadline);
+    } catch (const net::SocketError& e) {
+      throw PeerFailureError(-1, "cannot reach the kolo store at " + where + " within " +
+                                     std::to_string(timeout.count()) + " ms: " + e.what());
+    }
+    const Deadline handshake_deadline =
+        std::max(deadline, net::deadline_after(std::min(timeout, kMaxExtraHandshakeTime)));
+    try {
+      authenticate(fd.get(), secret, where, handshake_deadline);
+      return std::make_unique<TcpStoreClient>(std::move(fd), where);
+    } catch (const HandshakeCut& cut) {
+      if (net::Clock::now() + pause >= deadline)
+        throw PeerFailureError(-1, "handshake with the kolo store at " + where + " failed " +
+                                       std::to_string(attempt) + " time(s) within " + std::to_string(timeout.count()) +
+                                       " ms, the last: " + cut.what +
+                                       " (the store closes connections beyond its limits, and slow handshakes)");
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, milliseconds(500));
   }
-  const Deadline handshake_deadline =
-      std::max(deadline, net::deadline_after(std::min(timeout, kMaxExtraHandshakeTime)));
-  authenticate(fd.get(), secret, where, handshake_deadline);
-  return std::make_unique<TcpStoreClient>(std::move(fd), where);
 }
 
 }  // namespace kolo::store

@@ -31,6 +31,7 @@ void StoreServer::Impl::check_handshake(Connection& c) {
     return drop(c, "wrong job secret (the handshake MAC does not match)", true, proto::kHandshakeRefused);
   }
   c.authenticated = true;
+  --unauthenticated_count_;
   const std::uint8_t accepted = proto::kHandshakeAccepted;
   queue_raw(c, {&accepted, 1});
   flush(c);

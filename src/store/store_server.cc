@@ -107,14 +107,17 @@ void StoreServer::Impl::accept_new() {
     c->fd = net::Fd(fd);
     c->peer = net::peer_address(fd);
     if (connections_.size() >= options_.max_connections) {
-      KOLO_LOG(Warning, "store: refused connection from " << c->peer << ": already serving "
-                                                           << connections_.size() << " connections");
+      warn_rejection("store: refused connection from " + c->peer + ": already serving " +
+                     std::to_string(connections_.size()) + " connections");
       rejected_.fetch_add(1);
       ::shutdown(fd, SHUT_RDWR);
       continue;
     }
+    if (unauthenticated_count_ >= options_.max_unauthenticated) displace_unauthenticated();
     net::set_no_delay(fd);
     c->id = next_id_++;
+    unauthenticated_.push_back(c->id);
+    ++unauthenticated_count_;
     c->handshake_deadline = net::deadline_after(options_.handshake_timeout);
     fill_random(c->nonce);
     Connection& conn = *c;
@@ -225,15 +228,37 @@ void StoreServer::Impl::update_interest(Connection& c) {
   c.interest = wanted;
 }
 
+void StoreServer::Impl::displace_unauthenticated() {
+  while (!unauthenticated_.empty()) {
+    Connection* oldest = find(unauthenticated_.front());
+    unauthenticated_.pop_front();
+    if (oldest == nullptr || oldest->authenticated) continue;
+    drop(*oldest,
+         "displaced, unauthenticated, by a newer connection (more than " +
+             std::to_string(options_.max_unauthenticated) + " connections were authenticating at once)",
+         true);
+    return;
+  }
+}
+
+void StoreServer::Impl::warn_rejection(const std::string& message) {
+  std::uint64_t held_back = 0;
+  if (!rejection_warnings_.allow(held_back)) return;
+  KOLO_LOG(Warning, message << (held_back ? " (and " + std::to_string(held_back) +
+                                                 " more since the last such warning, not shown)"
+                                          : std::string()));
+}
+
 void StoreServer::Impl::drop(Connection& c, const std::string& why, bool rejection,
                              std::optional<std::uint8_t> farewell) {
   if (c.dead) return;
   c.dead = true;
+  if (!c.authenticated) --unauthenticated_count_;
   // Counted before the farewell goes out, so that a client that sees it also sees
   // the count.
   if (rejection) {
     rejected_.fetch_add(1);
-    KOLO_LOG(Warning, "store: closed connection from " << c.peer << ": " << why);
+    warn_rejection("store: closed connection from " + c.peer + ": " + why);
   } else {
     KOLO_LOG(Debug, "store: connection from " << c.peer << " ended: " << why);
   }
@@ -289,6 +314,12 @@ void StoreServer::Impl::set_listener_enabled(bool enabled) {
 
 void StoreServer::Impl::sweep_dead() {
   std::erase_if(connections_, [](const auto& entry) { return entry.second->dead; });
+  // Ids at the front that wait for nothing any more: closed or authenticated.
+  while (!unauthenticated_.empty()) {
+    const Connection* front = find(unauthenticated_.front());
+    if (front != nullptr && !front->authenticated) break;
+    unauthenticated_.pop_front();
+  }
 }
 
 void StoreServer::Impl::close_all() {

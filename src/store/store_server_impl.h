@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <span>
@@ -16,6 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/logging.h"
 #include "common/wire.h"
 #include "net/socket.h"
 #include "store/store.h"
@@ -95,6 +97,9 @@ struct StoreServer::Impl {
   // Closes `c` (erased later by sweep_dead). A rejection is counted and logged as
   // a warning; `farewell`, if any, is sent first on a best-effort basis.
   void drop(Connection& c, const std::string& why, bool rejection, std::optional<std::uint8_t> farewell = {});
+  // Makes room for one more unauthenticated connection (closing the oldest).
+  void displace_unauthenticated();
+  void warn_rejection(const std::string& message);
   void expire_deadlines();
   int next_timeout_ms() const;
   void set_listener_enabled(bool enabled);
@@ -117,6 +122,13 @@ struct StoreServer::Impl {
   std::uint64_t next_id_ = server_detail::kFirstConnectionId;
   std::optional<Deadline> accept_paused_until_;
   bool stopping_ = false;
+  // Ids of connections in the order they were accepted, for displacing the oldest
+  // unauthenticated one; entries of connections since authenticated or closed are
+  // skipped (and dropped) when they reach the front.
+  std::deque<std::uint64_t> unauthenticated_;
+  std::size_t unauthenticated_count_ = 0;
+  // Warnings about rejected connections: a flood of them is one line a second.
+  log::Throttle rejection_warnings_{std::chrono::seconds(1)};
 
   std::thread thread_;  // last: starts once everything above exists
 };

@@ -163,16 +163,21 @@ int blamed_rank(const std::string& dir, int rank) {
   }
 }
 
-std::string report_for_directory(const std::string& dir, int size) {
-  std::vector<std::string> texts;
-  std::error_code ec;
+std::vector<std::filesystem::path> record_files(const std::string& dir, std::error_code& error) {
   std::vector<std::filesystem::path> files;
-  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+  for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
     auto name = entry.path().filename().string();
     if (name.rfind("rank", 0) == 0 && entry.path().extension() == ".json") files.push_back(entry.path());
   }
-  if (ec) return "flight recorder report: cannot read " + dir + ": " + ec.message() + "\n";
   std::sort(files.begin(), files.end());
+  return files;
+}
+
+std::string report_for_directory(const std::string& dir, int size) {
+  std::vector<std::string> texts;
+  std::error_code ec;
+  const auto files = record_files(dir, ec);
+  if (ec) return "flight recorder report: cannot read " + dir + ": " + ec.message() + "\n";
   for (const auto& f : files) {
     std::ifstream in(f);
     std::stringstream buf;

@@ -3,10 +3,16 @@
 // Used by `kolo-flight-report DIR` and by kolorun when a job fails.
 #pragma once
 
+#include <filesystem>
 #include <string>
+#include <system_error>
 #include <vector>
 
 namespace kolo::flight {
+
+// The rank files (rank<r>.json) in `dir`, sorted; `error` set when `dir` cannot
+// be read (it does not exist: the job kept no flight record).
+std::vector<std::filesystem::path> record_files(const std::string& dir, std::error_code& error);
 
 // The report for the records in `dir` of a job of `size` ranks (0: infer from the
 // records). Never throws: unreadable files are named in the report.

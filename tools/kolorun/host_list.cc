@@ -1,5 +1,6 @@
 #include "host_list.h"
 
+#include <arpa/inet.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -26,6 +27,15 @@ void check_host_name(const std::string& host, const std::string& where) {
         c == '%')
       continue;
     throw UsageError(where + ": host name '" + host + "' has a character that cannot be in a host name");
+  }
+  // A ':' belongs to an IPv6 address ("[fe80::1]", "fe80::1%eth0"), never to a
+  // name: "localhost:2:3" is a slot count too many, not host "localhost:2".
+  if (host.find(':') != std::string::npos && host.front() != '[') {
+    const std::string address = host.substr(0, host.find('%'));
+    in6_addr parsed{};
+    if (::inet_pton(AF_INET6, address.c_str(), &parsed) != 1)
+      throw UsageError(where + ": host name '" + host +
+                       "' has a ':' but is no IPv6 address (write HOST or HOST:SLOTS, an IPv6 address as [ADDR]:SLOTS)");
   }
 }
 

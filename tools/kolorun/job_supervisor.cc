@@ -98,6 +98,7 @@ struct JobSupervisor::Impl {
   // Between asking the ranks for their flight records and reading them.
   std::optional<Clock::time_point> flight_deadline;
   bool stop_after_flight = false;  // stop the job once the records are in
+  bool output_lost[2] = {false, false};  // by stream: a write failed other than for a closed reader
   std::unique_ptr<HeartbeatSender> heartbeats;  // only when some rank is remote
 
   void report(const std::string& message) {
@@ -164,8 +165,13 @@ struct JobSupervisor::Impl {
 
   void records_are_in() {
     flight_deadline.reset();
-    report("flight recorder (" + settings.flight_dir + "):\n" +
-           kolo::flight::report_for_directory(settings.flight_dir, settings.size));
+    // No directory: the program is not a kolo program (or never reached init()),
+    // and kept no flight record to report on.
+    std::error_code missing;
+    kolo::flight::record_files(settings.flight_dir, missing);
+    if (!missing)
+      report("flight recorder (" + settings.flight_dir + "):\n" +
+             kolo::flight::report_for_directory(settings.flight_dir, settings.size));
     if (stop_after_flight) stop_job(*exit_status, SIGTERM, "");
   }
 
@@ -359,7 +365,28 @@ struct JobSupervisor::Impl {
     }
     out.flush();
     err.flush();
+    close_streams_of_broken_sinks();
     if (ready > 0 && fds[0].revents != 0) handle_signals();
+  }
+
+  // kolorun's own stdout or stderr is gone (`kolorun ... | head`): the ranks'
+  // streams into it are closed, so that a rank writing there gets SIGPIPE, as in
+  // a shell pipeline, instead of kolorun reading and dropping its output forever.
+  // Any other failure (a full disk) loses output while the job goes on: it is
+  // said once, and the job's exit is not 0.
+  void close_streams_of_broken_sinks() {
+    for (auto [sink, stream] : {std::pair{&out, kStdout}, std::pair{&err, kStderr}}) {
+      if (!sink->broken()) continue;
+      if (sink->error() == EPIPE) {
+        for (auto& r : ranks)
+          if (r.pipes[stream].valid()) close_stream(r, stream);
+      } else if (!output_lost[stream]) {
+        output_lost[stream] = true;
+        report(system_error_text(std::string("cannot write the ranks' output to kolorun's ") +
+                                     (stream == kStdout ? "stdout" : "stderr") + "; it is lost from here on",
+                                 sink->error()));
+      }
+    }
   }
 
   int run(const std::vector<LaunchSpec>& specs) {
@@ -375,6 +402,8 @@ struct JobSupervisor::Impl {
     if (flight_deadline) records_are_in();
     out.flush();
     err.flush();
+    close_streams_of_broken_sinks();
+    if (exit_status.value_or(0) == 0 && (output_lost[kStdout] || output_lost[kStderr])) return kExitOutputLost;
     return exit_status.value_or(0);
   }
 };

@@ -29,10 +29,12 @@ milliseconds parse_seconds(const std::string& flag, const std::string& text, boo
   char* end = nullptr;
   double seconds = std::strtod(text.c_str(), &end);
   bool malformed = text.empty() || end != text.c_str() + text.size() || !std::isfinite(seconds);
-  bool out_of_range = seconds < 0 || (!allow_zero && seconds == 0) || seconds > 1e9;
+  bool out_of_range = seconds < 0 || (!allow_zero && seconds == 0);
   if (malformed || out_of_range)
     throw UsageError(flag + " needs " + (allow_zero ? "a non-negative" : "a positive") + " number of seconds, got '" +
                      text + "'");
+  // Past this the milliseconds would not fit an int64.
+  if (seconds > 1e9) throw UsageError(flag + " takes at most 1e9 seconds (about 31 years), got '" + text + "'");
   return milliseconds(static_cast<std::int64_t>(std::ceil(seconds * 1000.0)));
 }
 

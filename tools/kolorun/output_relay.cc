@@ -21,13 +21,18 @@ void OutputSink::append_line(std::string_view prefix, std::string_view line) {
   if (buffer_.size() >= kFlushBytes) flush();
 }
 
+void OutputSink::append_raw(std::string_view bytes) {
+  buffer_.append(bytes);
+  if (buffer_.size() >= kFlushBytes) flush();
+}
+
 void OutputSink::flush() {
   std::size_t written = 0;
-  while (!broken_ && written < buffer_.size()) {
+  while (error_ == 0 && written < buffer_.size()) {
     ssize_t n = ::write(fd_, buffer_.data() + written, buffer_.size() - written);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      broken_ = true;
+    if (n <= 0) {
+      error_ = n < 0 ? errno : EIO;
       break;
     }
     written += static_cast<std::size_t>(n);
@@ -40,10 +45,7 @@ void LineRelay::consume(std::string_view bytes) {
     auto newline = bytes.find('\n');
     if (newline == std::string_view::npos) {
       partial_.append(bytes);
-      if (partial_.size() >= kMaxLineBytes) {
-        sink_->append_line(prefix_, partial_);
-        partial_.clear();
-      }
+      if (partial_.size() >= kMaxLineBytes) emit_partial();
       return;
     }
     if (partial_.empty()) {
@@ -58,8 +60,12 @@ void LineRelay::consume(std::string_view bytes) {
 }
 
 void LineRelay::finish() {
-  if (partial_.empty()) return;
-  sink_->append_line(prefix_, partial_);
+  if (!partial_.empty()) emit_partial();
+}
+
+void LineRelay::emit_partial() {
+  if (prefix_.empty()) sink_->append_raw(partial_);
+  else sink_->append_line(prefix_, partial_);
   partial_.clear();
 }
 

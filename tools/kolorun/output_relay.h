@@ -17,13 +17,18 @@ class OutputSink {
   explicit OutputSink(int fd) : fd_(fd) {}
   // Appends prefix + line + '\n'; writes out when enough has gathered.
   void append_line(std::string_view prefix, std::string_view line);
-  // Writes everything gathered. A closed reader (EPIPE) drops the output rather
-  // than ending the job.
+  // Appends bytes as they are (the untagged end of a stream without a newline).
+  void append_raw(std::string_view bytes);
+  // Writes everything gathered. Once a write fails (a closed reader: EPIPE; a
+  // full disk: ENOSPC) the sink is broken and drops what it is given.
   void flush();
+  bool broken() const { return error_ != 0; }
+  // The errno of the write that failed; 0 while none has.
+  int error() const { return error_; }
 
  private:
   int fd_;
-  bool broken_ = false;
+  int error_ = 0;
   std::string buffer_;
 };
 
@@ -32,10 +37,14 @@ class LineRelay {
  public:
   LineRelay(std::string prefix, OutputSink& sink) : prefix_(std::move(prefix)), sink_(&sink) {}
   void consume(std::string_view bytes);
-  // The stream ended: a last line without a newline is still passed on.
+  // The stream ended: a last line without a newline is still passed on (tagged,
+  // with a newline added; untagged, as it is: binary output stays byte for byte).
   void finish();
 
  private:
+  // Passes on the held bytes that are not a whole line.
+  void emit_partial();
+
   std::string prefix_;
   OutputSink* sink_;
   std::string partial_;

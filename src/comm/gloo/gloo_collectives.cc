@@ -81,8 +81,10 @@ int peer_index(int k, int me) { return k < me ? k : k - 1; }
 
 Tuning Tuning::from_env() {
   Tuning t;
-  t.small_bytes = static_cast<std::size_t>(std::max<std::int64_t>(0, env::get_int("KOLO_GLOO_SMALL_BYTES", t.small_bytes)));
-  t.round_bytes = static_cast<std::size_t>(std::max<std::int64_t>(1024, env::get_int("KOLO_GLOO_ROUND_BYTES", t.round_bytes)));
+  t.small_bytes = static_cast<std::size_t>(
+      env::get_int_in("KOLO_GLOO_SMALL_BYTES", static_cast<std::int64_t>(t.small_bytes), 0, INT64_MAX));
+  t.round_bytes = static_cast<std::size_t>(
+      env::get_int_in("KOLO_GLOO_ROUND_BYTES", static_cast<std::int64_t>(t.round_bytes), 1024, INT64_MAX));
   return t;
 }
 

@@ -65,7 +65,7 @@ class MpiCommunicator final : public Communicator {
  public:
   explicit MpiCommunicator(const CommunicatorOptions& options)
       : waiter_(mpi_impl::PollPolicy::from_env(), options.peer_timeout),
-        small_bytes_(static_cast<std::size_t>(std::max<std::int64_t>(0, env::get_int("KOLO_MPI_SMALL_BYTES", 64 * 1024)))) {
+        small_bytes_(static_cast<std::size_t>(env::get_int_in("KOLO_MPI_SMALL_BYTES", 64 * 1024, 0, INT64_MAX))) {
     mpi_impl::ensure_mpi_initialized();
     check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);

@@ -10,8 +10,8 @@ namespace kolo::comm::mpi_impl {
 
 PollPolicy PollPolicy::from_env() {
   PollPolicy p;
-  p.spin = std::chrono::microseconds(std::max<std::int64_t>(0, env::get_int("KOLO_MPI_SPIN_US", p.spin.count())));
-  p.poll = std::chrono::microseconds(std::max<std::int64_t>(0, env::get_int("KOLO_MPI_POLL_US", p.poll.count())));
+  p.spin = std::chrono::microseconds(env::get_int_in("KOLO_MPI_SPIN_US", p.spin.count(), 0, INT64_MAX / 1000));
+  p.poll = std::chrono::microseconds(env::get_int_in("KOLO_MPI_POLL_US", p.poll.count(), 0, INT64_MAX / 1000));
   return p;
 }
 

@@ -1,0 +1,15 @@
+#include "api/settings_check.h"
+
+#include "common/logging.h"
+#include "common/mapping_cache.h"
+#include "common/shareable_memory.h"
+
+namespace kolo::detail {
+
+void check_late_settings() {
+  log::check_level_setting();
+  MappingCache::limit_from_env();
+  wants_shareable(false);  // parses KOLO_SHAREABLE_BUFFERS
+}
+
+}  // namespace kolo::detail

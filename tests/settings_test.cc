@@ -1,0 +1,87 @@
+// KOLO_* settings: every bad value fails init() with one message naming the
+// variable, the value and what is allowed (not the first large output, not
+// silently another value), 0 never means "at once", and ranks whose settings
+// must agree but differ all get the same message naming the setting and ranks.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "harness/multiprocess.h"
+#include "kolo/kolo.h"
+
+namespace kolo::testing {
+namespace {
+
+// init() must fail with InvalidArgumentError whose message holds every fragment.
+void expect_init_fails(const std::string& what, const std::vector<std::string>& fragments) {
+  try {
+    kolo::init();
+    ADD_FAILURE() << what << ": init() succeeded";
+    kolo::shutdown();
+  } catch (const InvalidArgumentError& e) {
+    for (const auto& fragment : fragments)
+      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << what << ": " << e.what();
+  }
+}
+
+TEST(Settings, BadValuesFailInitNamingVariableValueAndWhatIsAllowed) {
+  run_ranks(1, [](int) {
+    const std::vector<std::pair<std::string, std::string>> bad = {
+        {"KOLO_BUFFER_CACHE_BYTES", "abc"},  // read at the first large Buffer
+        {"KOLO_BUFFER_CACHE_BYTES", "-5"},   // clamped to 0
+        {"KOLO_SHAREABLE_BUFFERS", "2"},     // read at the first large Buffer
+        {"KOLO_LOG_LEVEL", "verbose"},       // became warning
+        {"KOLO_PEER_TIMEOUT", "0"},          // meant "fail at once"
+        {"KOLO_START_TIMEOUT", "0"},
+        {"KOLO_PEER_TIMEOUT", "0.0001"},     // 0 in milliseconds
+        {"KOLO_CACHE_CAPACITY", "-1"},
+        {"KOLO_FUSION_THRESHOLD", "-1"},
+        {"KOLO_STALL_CHECK_TIME", "-2"},
+        {"KOLO_FLIGHT_RECORDER_SIZE", "99999999999"},
+    };
+    for (const auto& [name, value] : bad) {
+      setenv(name.c_str(), value.c_str(), 1);
+      expect_init_fails(name + "=" + value, {name, "'" + value + "'", "allowed"});
+      unsetenv(name.c_str());
+    }
+    // The log level names what it takes.
+    setenv("KOLO_LOG_LEVEL", "verbose", 1);
+    expect_init_fails("KOLO_LOG_LEVEL", {"error, warning, info, debug"});
+    unsetenv("KOLO_LOG_LEVEL");
+    // 0 is off where a setting can be off.
+    setenv("KOLO_STALL_CHECK_TIME", "0", 1);
+    setenv("KOLO_BUFFER_CACHE_BYTES", "0", 1);
+    kolo::init();
+    float x = 1.0f;
+    kolo::allreduce(make_tensor(&x, 1), {.name = "works"});
+    kolo::shutdown();
+    unsetenv("KOLO_STALL_CHECK_TIME");
+    unsetenv("KOLO_BUFFER_CACHE_BYTES");
+  }, {.use_store = false});
+}
+
+// The ranks used to fail the first operation one by one: one rank with the
+// negotiation's error, the others told that a rank had shut down.
+TEST(Settings, SettingsThatDifferAcrossRanksFailInitOnEveryRankAlike) {
+  run_ranks(3, [](int rank) {
+    setenv("KOLO_CACHE_CAPACITY", rank == 1 ? "0" : "1024", 1);
+    expect_init_fails("cache capacity", {"KOLO_CACHE_CAPACITY is 0 on rank 1; 1024 on ranks 0, 2"});
+    unsetenv("KOLO_CACHE_CAPACITY");
+    setenv("KOLO_FUSION_THRESHOLD", std::to_string(1024 * (rank + 1)).c_str(), 1);
+    expect_init_fails("fusion threshold",
+                      {"KOLO_FUSION_THRESHOLD is 1024 on rank 0; 2048 on rank 1; 3072 on rank 2"});
+    unsetenv("KOLO_FUSION_THRESHOLD");
+    // The job starts once they agree.
+    kolo::init();
+    float x = 1.0f;
+    kolo::allreduce(make_tensor(&x, 1), {.op = ReduceOp::Sum, .name = "agreed"});
+    EXPECT_EQ(x, 3.0f);
+    kolo::shutdown();
+  }, {.timeout = std::chrono::seconds(60)});
+}
+
+}  // namespace
+}  // namespace kolo::testing
