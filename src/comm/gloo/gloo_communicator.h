@@ -1,6 +1,6 @@
 // The gloo communicator: collectives between ranks on any hosts over TCP, built
 // on the transport of Debian's libgloo (its full-mesh rendezvous, TCP pairs and
-// unbound buffers). kolo's own algorithms run on top (gloo_collectives.cc), so
+// unbound buffers). kolo's own algorithms run on top (comm/direct/direct_collectives.h), so
 // that reductions give the same bits as the shared-memory communicator and a
 // failure names the rank at fault. No gloo header leaks out of src/comm/gloo.
 #pragma once
@@ -26,6 +26,16 @@ struct GlooNetwork {
   // KOLO_HOST_ADDR and KOLO_IFACE from the environment.
   static GlooNetwork from_env(bool all_local);
 };
+
+// The address a rank listens on for `network` (a numeric address or a host name
+// the peers resolve), and where it came from, for errors.
+struct ListenAddress {
+  std::string host;
+  std::string source;
+};
+// InvalidArgumentError for an interface without an address, or a job across
+// hosts whose host name resolves to loopback only.
+ListenAddress listen_address(const GlooNetwork& network);
 
 // One set of ranks joined by a full mesh of TCP connections.
 struct GlooGroup {

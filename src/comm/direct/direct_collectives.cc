@@ -1,7 +1,7 @@
-// kolo's collectives on a gloo mesh.
+// kolo's collectives on point-to-point transfers.
 //
-// Every collective is one or a few Exchanges (gloo_exchange.h): batches of
-// point-to-point transfers, posted to all peers at once and then waited for.
+// Every collective is one or a few Batches (point_to_point.h): point-to-point
+// transfers, posted to all peers at once and then waited for.
 // Direct exchanges move as many bytes per rank as a ring does ((size-1)/size of
 // the data per phase) in one round trip instead of size-1, which suits the small
 // host counts kolo's TCP path serves.
@@ -20,23 +20,23 @@
 // the same bits, and the same bits as shm would give (float16 and bfloat16
 // accumulate in float32 and round once). gloo's own ring allreduce would also
 // give every rank the same bits, but in ring order from each segment's owner and
-// rounding at every step, so its results would depend on the transport.
+// rounding at every step, so its results would depend on the transport. (A ring
+// also needs size-1 round trips per phase where a direct exchange needs one.)
 // REDUCE_SCATTER: the reduce-scatter phase alone, with the caller's blocks.
 // ALLGATHERV / GATHERV / BROADCAST / ALLTOALLV / BARRIER: one exchange each.
 // In place: send == recv works everywhere (and for allgatherv / reduce_scatter the
 // rank's own block of the other); other overlaps take a private copy first.
-#include "comm/gloo/gloo_collectives.h"
+#include "comm/direct/direct_collectives.h"
 
 #include <algorithm>
 #include <cstring>
 #include <memory>
 
-#include "comm/gloo/gloo_exchange.h"
 #include "common/env.h"
 #include "common/reduce.h"
 #include "kolo/error.h"
 
-namespace kolo::comm::gloo_impl {
+namespace kolo::comm::direct {
 namespace {
 
 std::vector<std::size_t> even_blocks(std::size_t count, int n) {
@@ -79,10 +79,11 @@ int peer_index(int k, int me) { return k < me ? k : k - 1; }
 
 }  // namespace
 
-Tuning Tuning::from_env() {
+Tuning Tuning::from_env(const std::string& prefix) {
   Tuning t;
-  t.small_bytes = static_cast<std::size_t>(std::max<std::int64_t>(0, env::get_int("KOLO_GLOO_SMALL_BYTES", t.small_bytes)));
-  t.round_bytes = static_cast<std::size_t>(std::max<std::int64_t>(1024, env::get_int("KOLO_GLOO_ROUND_BYTES", t.round_bytes)));
+  const std::string small = prefix + "_SMALL_BYTES", round = prefix + "_ROUND_BYTES";
+  t.small_bytes = static_cast<std::size_t>(std::max<std::int64_t>(0, env::get_int(small.c_str(), t.small_bytes)));
+  t.round_bytes = static_cast<std::size_t>(std::max<std::int64_t>(1024, env::get_int(round.c_str(), t.round_bytes)));
   return t;
 }
 
@@ -107,13 +108,13 @@ void Collectives::allreduce(const void* send, void* recv, std::size_t count, Dat
   auto counts = even_blocks(count, n);
   auto offsets = offsets_of(counts);
   reduce_blocks(in, out + offsets[me] * es, counts, offsets, dtype, op, "allreduce");
-  Exchange gather(mesh_, "allreduce");
+  auto gather = mesh_.batch("allreduce");
   for (int k = 0; k < n; ++k) {
     if (k == me) continue;
-    gather.recv(k, out + offsets[k] * es, counts[k] * es);
-    gather.send(k, out + offsets[me] * es, counts[me] * es);
+    gather->recv(k, out + offsets[k] * es, counts[k] * es);
+    gather->send(k, out + offsets[me] * es, counts[me] * es);
   }
-  gather.wait();
+  gather->wait();
 }
 
 void Collectives::allreduce_small(const std::byte* in, std::byte* out, std::size_t count, DataType dtype,
@@ -121,13 +122,13 @@ void Collectives::allreduce_small(const std::byte* in, std::byte* out, std::size
   const int n = mesh_.size(), me = mesh_.rank();
   const std::size_t bytes = count * element_size(dtype);
   std::byte* inputs = scratch((n - 1) * bytes);
-  Exchange exchange(mesh_, "allreduce");
+  auto exchange = mesh_.batch("allreduce");
   for (int k = 0; k < n; ++k) {
     if (k == me) continue;
-    exchange.recv(k, inputs + peer_index(k, me) * bytes, bytes);
-    exchange.send(k, in, bytes);
+    exchange->recv(k, inputs + peer_index(k, me) * bytes, bytes);
+    exchange->send(k, in, bytes);
   }
-  exchange.wait();
+  exchange->wait();
   std::vector<const void*> srcs(n);
   for (int k = 0; k < n; ++k) srcs[k] = k == me ? in : inputs + peer_index(k, me) * bytes;
   reduce_many(out, srcs.data(), n, count, dtype, op);
@@ -151,7 +152,7 @@ void Collectives::reduce_blocks(const std::byte* in, std::byte* out, std::span<c
     return {first, std::min(per_round, counts[j] - first)};
   };
   auto post = [&](std::size_t round) {
-    auto exchange = std::make_unique<Exchange>(mesh_, what);
+    auto exchange = mesh_.batch(what);
     const auto mine = piece(me, round);
     for (int k = 0; k < n; ++k) {
       if (k == me) continue;
@@ -212,13 +213,13 @@ void Collectives::allgatherv(const void* send, std::size_t send_bytes, void* rec
   auto* out = static_cast<std::byte*>(recv);
   std::byte* mine = out + offsets[me];
   if (send != mine && send_bytes > 0) std::memmove(mine, send, send_bytes);
-  Exchange exchange(mesh_, "allgatherv");
+  auto exchange = mesh_.batch("allgatherv");
   for (int k = 0; k < n; ++k) {
     if (k == me) continue;
-    exchange.recv(k, out + offsets[k], recv_bytes[k]);
-    exchange.send(k, mine, send_bytes);
+    exchange->recv(k, out + offsets[k], recv_bytes[k]);
+    exchange->send(k, mine, send_bytes);
   }
-  exchange.wait();
+  exchange->wait();
 }
 
 void Collectives::gatherv(const void* send, std::size_t send_bytes, void* recv,
@@ -230,33 +231,33 @@ void Collectives::gatherv(const void* send, std::size_t send_bytes, void* recv,
     throw InvalidArgumentError("gatherv: this rank sends " + std::to_string(send_bytes) + " bytes but its block is " +
                                std::to_string(recv_bytes[me]));
   mesh_.check_usable();
-  Exchange exchange(mesh_, "gatherv");
+  auto exchange = mesh_.batch("gatherv");
   if (me != root) {
-    exchange.send(root, send, send_bytes);
+    exchange->send(root, send, send_bytes);
   } else {
     auto offsets = offsets_of(recv_bytes);
     auto* out = static_cast<std::byte*>(recv);
     if (send != out + offsets[me] && send_bytes > 0) std::memmove(out + offsets[me], send, send_bytes);
     for (int k = 0; k < n; ++k) {
-      if (k != me) exchange.recv(k, out + offsets[k], recv_bytes[k]);
+      if (k != me) exchange->recv(k, out + offsets[k], recv_bytes[k]);
     }
   }
-  exchange.wait();
+  exchange->wait();
 }
 
 void Collectives::broadcast(void* buffer, std::size_t bytes, int root) {
   const int n = mesh_.size(), me = mesh_.rank();
   check_root(root, n, "broadcast");
   mesh_.check_usable();
-  Exchange exchange(mesh_, "broadcast");
+  auto exchange = mesh_.batch("broadcast");
   if (me == root) {
     for (int k = 0; k < n; ++k) {
-      if (k != me) exchange.send(k, buffer, bytes);
+      if (k != me) exchange->send(k, buffer, bytes);
     }
   } else {
-    exchange.recv(root, buffer, bytes);
+    exchange->recv(root, buffer, bytes);
   }
-  exchange.wait();
+  exchange->wait();
 }
 
 void Collectives::alltoallv(const void* send, std::span<const std::size_t> send_bytes, void* recv,
@@ -278,26 +279,26 @@ void Collectives::alltoallv(const void* send, std::span<const std::size_t> send_
     in = input_copy.data();
   }
   if (send_bytes[me] > 0) std::memmove(out + recv_offsets[me], in + send_offsets[me], send_bytes[me]);
-  Exchange exchange(mesh_, "alltoallv");
+  auto exchange = mesh_.batch("alltoallv");
   for (int k = 0; k < n; ++k) {
     if (k == me) continue;
-    exchange.recv(k, out + recv_offsets[k], recv_bytes[k]);
-    exchange.send(k, in + send_offsets[k], send_bytes[k]);
+    exchange->recv(k, out + recv_offsets[k], recv_bytes[k]);
+    exchange->send(k, in + send_offsets[k], send_bytes[k]);
   }
-  exchange.wait();
+  exchange->wait();
 }
 
 void Collectives::barrier() {
   const int n = mesh_.size(), me = mesh_.rank();
   mesh_.check_usable();
   std::vector<std::uint8_t> tokens(n, 1);
-  Exchange exchange(mesh_, "barrier");
+  auto exchange = mesh_.batch("barrier");
   for (int k = 0; k < n; ++k) {
     if (k == me) continue;
-    exchange.recv(k, &tokens[k], 1);
-    exchange.send(k, &tokens[me], 1);
+    exchange->recv(k, &tokens[k], 1);
+    exchange->send(k, &tokens[me], 1);
   }
-  exchange.wait();
+  exchange->wait();
 }
 
-}  // namespace kolo::comm::gloo_impl
+}  // namespace kolo::comm::direct

@@ -1,14 +1,18 @@
-// kolo's collective algorithms on a gloo mesh (see gloo_collectives.cc).
+// kolo's collective algorithms over any transport's point-to-point transfers
+// (see direct_collectives.cc): gloo's and kolo's own TCP share them, so both give
+// the same bits as the shared-memory communicator.
 #pragma once
 
 #include <cstddef>
 #include <span>
 #include <vector>
 
-#include "comm/gloo/gloo_mesh.h"
+#include <string>
+
+#include "comm/direct/point_to_point.h"
 #include "kolo/types.h"
 
-namespace kolo::comm::gloo_impl {
+namespace kolo::comm::direct {
 
 struct Tuning {
   // Allreduce up to this many bytes: one exchange of whole inputs, every rank
@@ -18,12 +22,13 @@ struct Tuning {
   // double-buffered, which bounds the scratch memory to 2 x (size-1) rounds.
   std::size_t round_bytes = 1 << 20;
 
-  static Tuning from_env();
+  // <prefix>_SMALL_BYTES and <prefix>_ROUND_BYTES (e.g. KOLO_GLOO_SMALL_BYTES).
+  static Tuning from_env(const std::string& prefix);
 };
 
 class Collectives {
  public:
-  Collectives(Mesh& mesh, Tuning tuning) : mesh_(mesh), tuning_(tuning) {}
+  Collectives(Links& mesh, Tuning tuning) : mesh_(mesh), tuning_(tuning) {}
 
   void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op);
   void reduce_scatter(const void* send, void* recv, std::span<const std::size_t> recv_counts, DataType dtype,
@@ -44,9 +49,9 @@ class Collectives {
                      std::span<const std::size_t> offsets, DataType dtype, ReduceOp op, const char* what);
   std::byte* scratch(std::size_t bytes);
 
-  Mesh& mesh_;
+  Links& mesh_;
   Tuning tuning_;
   std::vector<std::byte> scratch_;
 };
 
-}  // namespace kolo::comm::gloo_impl
+}  // namespace kolo::comm::direct
