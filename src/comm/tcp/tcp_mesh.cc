@@ -1,6 +1,7 @@
 #include "comm/tcp/tcp_mesh.h"
 
 #include <poll.h>
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -227,7 +228,12 @@ void Mesh::wait(const std::size_t& unfinished, const char* what) {
       idle = true;
       idle_since = now;
     }
-    if (now - idle_since < spin_time_) continue;
+    if (now - idle_since < spin_time_) {
+      // Yielding keeps the spin cheap where ranks outnumber cores (the peer we
+      // wait on may need this core); alone on a core it returns at once.
+      sched_yield();
+      continue;
+    }
     block(what);
     idle = false;
   }
