@@ -427,6 +427,16 @@ TEST_F(KolorunSuiteAcrossHosts, TwoHostsTwoRanksEachFlatGloo) {
 
 TEST_F(KolorunSuiteAcrossHosts, ThreeHostsOneRankEach) { run_suite({1, 1, 1}, {}, "hierarchical"); }
 
+TEST_F(KolorunSuiteAcrossHosts, TwoHostsTwoRanksEachFlatTcp) { run_suite({2, 2}, {"KOLO_BACKEND=tcp"}, "tcp"); }
+
+TEST_F(KolorunSuiteAcrossHosts, TwoHostsTwoRanksEachHierarchicalOverTcp) {
+  run_suite({2, 2}, {"KOLO_BACKEND=tcp", "KOLO_HIERARCHICAL=1"}, "hierarchical");
+}
+
+TEST_F(KolorunSuiteAcrossHosts, ThreeHostsOneRankEachOverTcp) {
+  run_suite({1, 1, 1}, {"KOLO_BACKEND=tcp", "KOLO_HIERARCHICAL=1"}, "hierarchical");
+}
+
 // The suite program itself, on this host: a wrong result is reported per
 // operation on every rank, and the job fails.
 TEST(KolorunSuiteProgram, WrongResultsAreNamedAndFailTheJob) {
