@@ -385,6 +385,28 @@ TEST_F(KolorunMultihostTest, SecretIsNeverOnACommandLine) {
   EXPECT_EQ(kolorun.wait(10s).exit_code, 0);
 }
 
+// A link taken down under a running job: the rank on the other side names the
+// unreachable rank within KOLO_PEER_TIMEOUT, and the job ends.
+class KolorunLinkDown : public KolorunMultihostTest, public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(KolorunLinkDown, IsNamedWithinThePeerTimeout) {
+  make_hosts(2, "", /*resolvable_names=*/true);
+  Subprocess kolorun(kolorun_in_host0({"--launcher-command", "ip netns exec {host}", "--bind-to", "none", "-H",
+                                       host_list({1, 1}), "env", std::string("KOLO_BACKEND=") + GetParam(),
+                                       "KOLO_PEER_TIMEOUT=2", KOLO_STUCK_PATH, "steady", dir_.file("running")}));
+  ASSERT_TRUE(wait_for([&] { return fs::exists(dir_.file("running.0")) && fs::exists(dir_.file("running.1")); }, 20s));
+  const auto start = std::chrono::steady_clock::now();
+  hosts_->set_link(1, false);
+  auto result = kolorun.wait(time_bound(20s));
+  EXPECT_FALSE(result.timed_out);
+  EXPECT_NE(result.exit_code, 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, time_bound(12s));
+  EXPECT_NE(result.err.find("rank 0: rank 1 made no progress for 2"), std::string::npos) << result.err;
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, KolorunLinkDown, ::testing::Values("tcp", "gloo"),
+                         [](const auto& info) { return std::string(info.param); });
+
 // ---------------------------------------------------------------------------
 // The public-API collective suite (tests/programs/kolo_collective_suite.cc: every
 // collective x dtype x size, barrier, grouped allreduce, join) in jobs across the
