@@ -13,8 +13,9 @@
 // j. Reduce-scatter: in rounds of at most round_bytes per peer (double-buffered,
 // so the next round is on the wire while this one is reduced), every rank sends
 // each owner its piece of the owner's block, and each owner reduces the pieces of
-// all ranks in rank order with reduce_many. Allgather: every owner sends its
-// reduced block to every peer.
+// all ranks in rank order with reduce_many. Allgather: as soon as an owner has
+// reduced a round's piece it sends it to every peer, so the allgather is on the
+// wire while later rounds are reduced.
 // Either way every element is reduced once, by one rank, over all ranks in rank
 // order with the same kernel as the shared-memory communicator: every rank gets
 // the same bits, and the same bits as shm would give (float16 and bfloat16
@@ -74,6 +75,16 @@ void check_reduction(DataType dtype, ReduceOp op, const char* what) {
     throw InvalidArgumentError(std::string(what) + ": the communicator takes Sum, Min, Max or Product");
 }
 
+// A reduction runs in pieces of this size, the transport's progress() between them.
+constexpr std::size_t kReduceChunkBytes = 64 << 10;
+
+// Elements [first, first + length) of a block of `count` travel in `round`.
+std::pair<std::size_t, std::size_t> round_piece(std::size_t count, std::size_t round, std::size_t per_round) {
+  const std::size_t first = round * per_round;
+  if (first >= count) return {first, 0};
+  return {first, std::min(per_round, count - first)};
+}
+
 // Index of peer k among this rank's peers (self excluded), for scratch layouts.
 int peer_index(int k, int me) { return k < me ? k : k - 1; }
 
@@ -107,14 +118,20 @@ void Collectives::allreduce(const void* send, void* recv, std::size_t count, Dat
   const int n = mesh_.size(), me = mesh_.rank();
   auto counts = even_blocks(count, n);
   auto offsets = offsets_of(counts);
-  reduce_blocks(in, out + offsets[me] * es, counts, offsets, dtype, op, "allreduce");
-  auto gather = mesh_.batch("allreduce");
-  for (int k = 0; k < n; ++k) {
-    if (k == me) continue;
-    gather->recv(k, out + offsets[k] * es, counts[k] * es);
-    gather->send(k, out + offsets[me] * es, counts[me] * es);
-  }
-  gather->wait();
+  const std::size_t per_round = elements_per_round(es);
+  std::vector<std::unique_ptr<Batch>> gathers;
+  reduce_blocks(in, out + offsets[me] * es, counts, offsets, dtype, op, "allreduce", [&](std::size_t round) {
+    auto gather = mesh_.batch("allreduce");
+    const auto mine = round_piece(counts[me], round, per_round);
+    for (int k = 0; k < n; ++k) {
+      if (k == me) continue;
+      const auto theirs = round_piece(counts[k], round, per_round);
+      gather->recv(k, out + (offsets[k] + theirs.first) * es, theirs.second * es);
+      gather->send(k, out + (offsets[me] + mine.first) * es, mine.second * es);
+    }
+    gathers.push_back(std::move(gather));
+  });
+  for (auto& gather : gathers) gather->wait();
 }
 
 void Collectives::allreduce_small(const std::byte* in, std::byte* out, std::size_t count, DataType dtype,
@@ -134,23 +151,36 @@ void Collectives::allreduce_small(const std::byte* in, std::byte* out, std::size
   reduce_many(out, srcs.data(), n, count, dtype, op);
 }
 
+std::size_t Collectives::elements_per_round(std::size_t es) const {
+  return std::max<std::size_t>(1, tuning_.round_bytes / es);
+}
+
+void Collectives::reduce_progressing(std::byte* out, std::vector<const void*>& srcs, std::size_t count,
+                                     DataType dtype, ReduceOp op) {
+  const std::size_t es = element_size(dtype);
+  const std::size_t chunk = std::max<std::size_t>(1, kReduceChunkBytes / es);
+  for (std::size_t done = 0; done < count; done += chunk) {
+    if (done > 0) {
+      mesh_.progress();
+      for (auto& src : srcs) src = static_cast<const std::byte*>(src) + chunk * es;
+    }
+    reduce_many(out + done * es, srcs.data(), static_cast<int>(srcs.size()), std::min(chunk, count - done), dtype, op);
+  }
+}
+
 void Collectives::reduce_blocks(const std::byte* in, std::byte* out, std::span<const std::size_t> counts,
-                                std::span<const std::size_t> offsets, DataType dtype, ReduceOp op, const char* what) {
+                                std::span<const std::size_t> offsets, DataType dtype, ReduceOp op, const char* what,
+                                const std::function<void(std::size_t round)>& after_round) {
   const int n = mesh_.size(), me = mesh_.rank();
   const std::size_t es = element_size(dtype);
-  const std::size_t per_round = std::max<std::size_t>(1, tuning_.round_bytes / es);
+  const std::size_t per_round = elements_per_round(es);
   const std::size_t longest = *std::max_element(counts.begin(), counts.end());
   const std::size_t rounds = (longest + per_round - 1) / per_round;
   if (rounds == 0) return;
   const std::size_t lane = per_round * es;  // scratch bytes per peer and round
   std::byte* pieces = scratch(2 * (n - 1) * lane);
   auto lanes_of = [&](std::size_t round) { return pieces + (round % 2) * (n - 1) * lane; };
-  // Elements [first, first + length) of block j travel in `round`.
-  auto piece = [&](int j, std::size_t round) -> std::pair<std::size_t, std::size_t> {
-    const std::size_t first = round * per_round;
-    if (first >= counts[j]) return {first, 0};
-    return {first, std::min(per_round, counts[j] - first)};
-  };
+  auto piece = [&](int j, std::size_t round) { return round_piece(counts[j], round, per_round); };
   auto post = [&](std::size_t round) {
     auto exchange = mesh_.batch(what);
     const auto mine = piece(me, round);
@@ -172,8 +202,9 @@ void Collectives::reduce_blocks(const std::byte* in, std::byte* out, std::span<c
     if (length > 0) {
       for (int k = 0; k < n; ++k)
         srcs[k] = k == me ? in + (offsets[me] + first) * es : lanes_of(round) + peer_index(k, me) * lane;
-      reduce_many(out + first * es, srcs.data(), n, length, dtype, op);
+      reduce_progressing(out + first * es, srcs, length, dtype, op);
     }
+    if (after_round) after_round(round);
     current = std::move(next);
   }
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -44,10 +45,16 @@ class Collectives {
  private:
   void allreduce_small(const std::byte* send, std::byte* recv, std::size_t count, DataType dtype, ReduceOp op);
   // Rank j's block of `counts` (elements, offsets in `offsets`) is reduced over
-  // all ranks into out (this rank's block only).
+  // all ranks into out (this rank's block only), in rounds (see round_piece);
+  // `after_round(round)`, when given, runs once each round's piece is reduced.
   void reduce_blocks(const std::byte* send, std::byte* out, std::span<const std::size_t> counts,
-                     std::span<const std::size_t> offsets, DataType dtype, ReduceOp op, const char* what);
+                     std::span<const std::size_t> offsets, DataType dtype, ReduceOp op, const char* what,
+                     const std::function<void(std::size_t round)>& after_round = {});
+  // reduce_many in pieces, with the transport's progress() between them.
+  void reduce_progressing(std::byte* out, std::vector<const void*>& srcs, std::size_t count, DataType dtype,
+                          ReduceOp op);
   std::byte* scratch(std::size_t bytes);
+  std::size_t elements_per_round(std::size_t element_size) const;
 
   Links& mesh_;
   Tuning tuning_;

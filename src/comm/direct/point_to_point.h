@@ -31,6 +31,11 @@ class Links {
   virtual void check_usable() = 0;
   // An empty batch; `what` names the collective in error messages.
   virtual std::unique_ptr<Batch> batch(const char* what) = 0;
+  // Moves what the posted transfers can move without waiting. A transport driven
+  // by the calling thread needs it between the pieces of long local work (a
+  // reduction), so that its connections stay busy meanwhile; one with a progress
+  // thread of its own does nothing.
+  virtual void progress() {}
 };
 
 }  // namespace kolo::comm::direct

@@ -202,22 +202,7 @@ void Mesh::wait(const std::size_t& unfinished, const char* what) {
   Clock::time_point idle_since;
   while (unfinished > 0) {
     if (aborted_.load(std::memory_order_relaxed)) state_.throw_interrupted();
-    bool moved = false;
-    for (std::size_t i = 0; i < busy_.size();) {
-      const int peer = busy_[i];
-      Peer& p = peers_[peer];
-      bool moved_here = false;
-      if (!p.sends.empty()) moved_here |= progress_sends(peer, what);
-      if (!p.recvs.empty()) moved_here |= progress_recvs(peer, what);
-      if (moved_here) touch(p);
-      moved |= moved_here;
-      if (p.sends.empty() && p.recvs.empty()) {
-        busy_[i] = busy_.back();
-        busy_.pop_back();
-      } else {
-        ++i;
-      }
-    }
+    const bool moved = progress_all(what);
     if (unfinished == 0) return;
     if (moved) {
       idle = false;
@@ -237,6 +222,30 @@ void Mesh::wait(const std::size_t& unfinished, const char* what) {
     block(what);
     idle = false;
   }
+}
+
+bool Mesh::progress_all(const char* what) {
+  bool moved = false;
+  for (std::size_t i = 0; i < busy_.size();) {
+    const int peer = busy_[i];
+    Peer& p = peers_[peer];
+    bool moved_here = false;
+    if (!p.sends.empty()) moved_here |= progress_sends(peer, what);
+    if (!p.recvs.empty()) moved_here |= progress_recvs(peer, what);
+    if (moved_here) touch(p);
+    moved |= moved_here;
+    if (p.sends.empty() && p.recvs.empty()) {
+      busy_[i] = busy_.back();
+      busy_.pop_back();
+    } else {
+      ++i;
+    }
+  }
+  return moved;
+}
+
+void Mesh::progress() {
+  if (!busy_.empty()) progress_all("a collective");
 }
 
 void Mesh::block(const char* what) {

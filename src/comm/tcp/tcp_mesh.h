@@ -74,6 +74,7 @@ class Mesh final : public direct::Links {
   int size() const override { return size_; }
   void check_usable() override { state_.check_usable(); }
   std::unique_ptr<direct::Batch> batch(const char* what) override;
+  void progress() override;
 
   void post_send(int peer, Transfer& t);
   void post_recv(int peer, Transfer& t);
@@ -112,6 +113,8 @@ class Mesh final : public direct::Links {
   bool progress_recvs(int peer, const char* what);
   // Takes `n` received bytes into the peer's queued receives, in order.
   void consume_received(int peer, std::size_t n, const char* what);
+  // One pass over every busy connection; true when bytes moved.
+  bool progress_all(const char* what);
   // Sleeps until a connection can move, abort() fires, or a peer times out.
   void block(const char* what);
   void touch(Peer& p);
