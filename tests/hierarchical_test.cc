@@ -118,7 +118,7 @@ std::string chosen(int ranks, int per_host, std::map<std::string, std::string> e
 
 TEST_F(CommunicatorChoice, DependsOnHostsAndSettings) {
   EXPECT_EQ(chosen(4, 2, {}), "hierarchical");
-  EXPECT_EQ(chosen(4, 2, {{"KOLO_HIERARCHICAL", "0"}}), "gloo");
+  EXPECT_EQ(chosen(4, 2, {{"KOLO_HIERARCHICAL", "0"}}), "tcp");
   EXPECT_EQ(chosen(4, 2, {{"KOLO_BACKEND", "gloo"}}), "gloo");
   EXPECT_EQ(chosen(4, 2, {{"KOLO_BACKEND", "shm"}}), "error");
   EXPECT_EQ(chosen(3, 3, {}), "shm");
@@ -143,7 +143,7 @@ TEST_F(CommunicatorChoice, UnevenHostsFallBackToFlatTcpOrFailWhenForced) {
   testing::run_ranks(3, [](int rank) {
     place_uneven(rank);
     auto m = join();
-    EXPECT_EQ(m.comm->name(), "gloo");
+    EXPECT_EQ(m.comm->name(), "tcp");
     int value = rank;
     m.comm->allreduce(&value, &value, 1, DataType::Int32, ReduceOp::Sum);
     EXPECT_EQ(value, 3);
@@ -214,8 +214,9 @@ Bytes pattern_bytes(int from, int to, std::size_t n) {
   return b;
 }
 
-// KOLO_BACKEND=tcp with KOLO_HIERARCHICAL=1: kolo's own sockets join the hosts.
-const std::map<std::string, std::string> kOverTcp{{"KOLO_BACKEND", "tcp"}, {"KOLO_HIERARCHICAL", "1"}};
+// KOLO_BACKEND=gloo with KOLO_HIERARCHICAL=1: gloo's transport joins the hosts
+// (by default kolo's own sockets do).
+const std::map<std::string, std::string> kOverGloo{{"KOLO_BACKEND", "gloo"}, {"KOLO_HIERARCHICAL", "1"}};
 
 void check_every_collective(int per_host, int hosts, std::map<std::string, std::string> env = {}) {
   testing::run_ranks(per_host * hosts, [=](int rank) {
@@ -289,8 +290,8 @@ void check_every_collective(int per_host, int hosts, std::map<std::string, std::
 TEST_F(HierarchicalCommunicator, TwoHostsOfTwo) { check_every_collective(2, 2); }
 TEST_F(HierarchicalCommunicator, ThreeHostsOfTwo) { check_every_collective(2, 3); }
 TEST_F(HierarchicalCommunicator, TwoHostsOfOne) { check_every_collective(1, 2); }
-TEST_F(HierarchicalCommunicator, TwoHostsOfTwoOverTcp) { check_every_collective(2, 2, kOverTcp); }
-TEST_F(HierarchicalCommunicator, ThreeHostsOfTwoOverTcp) { check_every_collective(2, 3, kOverTcp); }
+TEST_F(HierarchicalCommunicator, TwoHostsOfTwoOverGloo) { check_every_collective(2, 2, kOverGloo); }
+TEST_F(HierarchicalCommunicator, ThreeHostsOfTwoOverGloo) { check_every_collective(2, 3, kOverGloo); }
 TEST_F(HierarchicalCommunicator, OneHostOfThreeWhenForced) {
   setenv("KOLO_HIERARCHICAL", "1", 1);
   check_every_collective(3, 1);
@@ -330,7 +331,7 @@ void expect_killed_rank_named(std::map<std::string, std::string> env) {
 }
 
 TEST_F(HierarchicalCommunicator, KilledRankIsNamedOnEveryRank) { expect_killed_rank_named({}); }
-TEST_F(HierarchicalCommunicator, KilledRankIsNamedOnEveryRankOverTcp) { expect_killed_rank_named(kOverTcp); }
+TEST_F(HierarchicalCommunicator, KilledRankIsNamedOnEveryRankOverGloo) { expect_killed_rank_named(kOverGloo); }
 
 TEST_F(HierarchicalCommunicator, PublicApiOnFakeHosts) {
   testing::run_ranks(4, [](int rank) {

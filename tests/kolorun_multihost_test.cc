@@ -444,19 +444,19 @@ class KolorunSuiteAcrossHosts : public KolorunMultihostTest {
 TEST_F(KolorunSuiteAcrossHosts, TwoHostsTwoRanksEachHierarchical) { run_suite({2, 2}, {}, "hierarchical"); }
 
 TEST_F(KolorunSuiteAcrossHosts, TwoHostsTwoRanksEachFlatGloo) {
-  run_suite({2, 2}, {"KOLO_HIERARCHICAL=0"}, "gloo");
+  run_suite({2, 2}, {"KOLO_BACKEND=gloo"}, "gloo");
 }
 
 TEST_F(KolorunSuiteAcrossHosts, ThreeHostsOneRankEach) { run_suite({1, 1, 1}, {}, "hierarchical"); }
 
-TEST_F(KolorunSuiteAcrossHosts, TwoHostsTwoRanksEachFlatTcp) { run_suite({2, 2}, {"KOLO_BACKEND=tcp"}, "tcp"); }
+TEST_F(KolorunSuiteAcrossHosts, TwoHostsTwoRanksEachFlatTcp) { run_suite({2, 2}, {"KOLO_HIERARCHICAL=0"}, "tcp"); }
 
-TEST_F(KolorunSuiteAcrossHosts, TwoHostsTwoRanksEachHierarchicalOverTcp) {
-  run_suite({2, 2}, {"KOLO_BACKEND=tcp", "KOLO_HIERARCHICAL=1"}, "hierarchical");
+TEST_F(KolorunSuiteAcrossHosts, TwoHostsTwoRanksEachHierarchicalOverGloo) {
+  run_suite({2, 2}, {"KOLO_BACKEND=gloo", "KOLO_HIERARCHICAL=1"}, "hierarchical");
 }
 
-TEST_F(KolorunSuiteAcrossHosts, ThreeHostsOneRankEachOverTcp) {
-  run_suite({1, 1, 1}, {"KOLO_BACKEND=tcp", "KOLO_HIERARCHICAL=1"}, "hierarchical");
+TEST_F(KolorunSuiteAcrossHosts, ThreeHostsOneRankEachOverGloo) {
+  run_suite({1, 1, 1}, {"KOLO_BACKEND=gloo", "KOLO_HIERARCHICAL=1"}, "hierarchical");
 }
 
 // The suite program itself, on this host: a wrong result is reported per
@@ -888,7 +888,7 @@ TEST_F(KolorunMpi, CollectiveSuiteThroughKolorunMpiUsesMpiByDefault) {
 
 TEST_F(KolorunMpi, KolorunMpiTakesTheBackendKoloBackendNames) {
   if (!kolo::comm::mpi_available()) GTEST_SKIP() << "kolo is built without MPI";
-  for (const std::string backend : {"shm", "gloo"}) {
+  for (const std::string backend : {"shm", "gloo", "tcp"}) {
     auto run = run_mpi_suite({KOLORUN_PATH, "--mpi", "-np", "4", "--timeout", seconds_bound(50s)}, {"KOLO_BACKEND=" + backend},
                              /*small=*/true);
     ASSERT_EQ(run.result.exit_code, 0) << run.result.err << run.result.out;

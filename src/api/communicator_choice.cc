@@ -163,9 +163,11 @@ std::unique_ptr<comm::Communicator> choose(const Topology& t, int generation, st
     case Backend::Auto: break;
   }
   if (started_by_mpirun(t.launcher) && comm::mpi_available()) return make_mpi(t, options);
+  // Between hosts kolo's own sockets: faster than gloo's transport at every size
+  // measured (docs/benchmarks.md, "Across hosts").
   if (hierarchical.value_or(t.cross_size > 1))
-    return make_hierarchical(Network::Gloo, t, generation, store, options, forced);
-  if (t.cross_size > 1) return make_flat(Network::Gloo, t, generation, store, options);
+    return make_hierarchical(Network::Tcp, t, generation, store, options, forced);
+  if (t.cross_size > 1) return make_flat(Network::Tcp, t, generation, store, options);
   return comm::make_shm_communicator(t.rank, t.size, t.job_id + "-" + std::to_string(generation), options);
 }
 
