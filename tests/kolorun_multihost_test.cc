@@ -940,3 +940,35 @@ TEST_F(KolorunMpi, SecretIsNeverOnACommandLine) {
 }
 
 }  // namespace
+
+namespace {
+
+// A measurement, not a check: --gtest_also_run_disabled_tests
+// --gtest_filter='*ShapedLinksNumbers*'. Allreduce busbw over namespace hosts
+// whose links tbf shapes to 1 and 10 Gbit/s (the bound: the link rate, since an
+// allreduce moves 2(n-1)/n of the data over each host's link in each direction).
+TEST_F(KolorunMultihostTest, DISABLED_ShapedLinksNumbers) {
+  struct Layout {
+    std::vector<int> slots;
+    const char* backend;
+  };
+  const std::vector<Layout> layouts{{{1, 1}, "tcp"},    {{1, 1, 1}, "tcp"}, {{1, 1, 1, 1}, "tcp"},
+                                    {{2, 2}, "tcp"},    {{1, 1}, "gloo"},   {{2, 2}, "gloo"}};
+  for (const char* qdisc : {"tbf rate 1gbit burst 512kb latency 50ms", "tbf rate 10gbit burst 5mb latency 50ms"}) {
+    for (const auto& layout : layouts) {
+      make_hosts(static_cast<int>(layout.slots.size()), qdisc, /*resolvable_names=*/true);
+      auto result = run_netns_job({"--bind-to", "none", "-H", host_list(layout.slots), "--no-tag-output", "env",
+                                   std::string("KOLO_BACKEND=") + layout.backend, KOLO_BENCH_PATH, "--mode", "comm",
+                                   "--sizes", "16M,64M", "--warmup", "1", "--iters", "3"},
+                                  300s);
+      std::string hosts;
+      for (int n : layout.slots) hosts += (hosts.empty() ? "" : "+") + std::to_string(n);
+      std::printf("== %s, hosts %s, %s (exit %d)\n", qdisc, hosts.c_str(), layout.backend, result.exit_code);
+      for (const auto& line : kolo::testing::lines_of(result.out))
+        if (line.find("    ") == 0) std::printf("%s\n", line.c_str());
+      hosts_.reset();
+    }
+  }
+}
+
+}  // namespace

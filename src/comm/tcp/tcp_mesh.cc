@@ -279,21 +279,32 @@ void Mesh::abort(const std::string& reason) {
   [[maybe_unused]] auto rc = ::write(wake_.get(), &one, sizeof one);
 }
 
-void Mesh::close_all_hard() {
+void Mesh::drop_queued() {
   for (auto& p : peers_) {
     p.sends.items.clear(), p.sends.head = 0;
     p.recvs.items.clear(), p.recvs.head = 0;
+  }
+  busy_.clear();
+}
+
+void Mesh::close_all_hard() {
+  drop_queued();
+  for (auto& p : peers_) {
     if (!p.fd.valid()) continue;
     linger reset{1, 0};  // a reset, so that a peer blocked on this rank wakes at once
     ::setsockopt(p.fd.get(), SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
     p.fd.reset();
   }
-  busy_.clear();
 }
 
 void Mesh::fail(int peer, const std::string& message) { state_.fail(group_.job_rank(peer), message); }
 
-void Mesh::break_off() { state_.stop(); }
+void Mesh::break_off() {
+  if (!aborted_.load()) return state_.stop();
+  // After abort() every call throws ShutdownError anyway: the connections stay
+  // for the soft close at destruction, so that peers see a shutdown, not a reset.
+  drop_queued();
+}
 
 Exchange::~Exchange() {
   if (unfinished_ > 0) mesh_.break_off();

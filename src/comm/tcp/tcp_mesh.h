@@ -119,6 +119,7 @@ class Mesh final : public direct::Links {
   void block(const char* what);
   void touch(Peer& p);
   [[noreturn]] void fail(int peer, const std::string& message);
+  void drop_queued();
   void close_all_hard();
 
   const GlooGroup group_;
