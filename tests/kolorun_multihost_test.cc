@@ -952,8 +952,9 @@ TEST_F(KolorunMultihostTest, DISABLED_ShapedLinksNumbers) {
     std::vector<int> slots;
     const char* backend;
   };
-  const std::vector<Layout> layouts{{{1, 1}, "tcp"},    {{1, 1, 1}, "tcp"}, {{1, 1, 1, 1}, "tcp"},
-                                    {{2, 2}, "tcp"},    {{1, 1}, "gloo"},   {{2, 2}, "gloo"}};
+  // "auto": hierarchical over tcp; "tcp", "gloo": flat.
+  const std::vector<Layout> layouts{{{1, 1}, "tcp"}, {{1, 1, 1}, "tcp"}, {{1, 1, 1, 1}, "tcp"}, {{2, 2}, "auto"},
+                                    {{2, 2}, "tcp"}, {{1, 1}, "gloo"},   {{2, 2}, "gloo"}};
   for (const char* qdisc : {"tbf rate 1gbit burst 512kb latency 50ms", "tbf rate 10gbit burst 5mb latency 50ms"}) {
     for (const auto& layout : layouts) {
       make_hosts(static_cast<int>(layout.slots.size()), qdisc, /*resolvable_names=*/true);
