@@ -54,8 +54,8 @@ struct GlooGroup {
   int job_rank(int group_rank) const;
 };
 
-// A gloo communicator, plus what a composition needs to spread a failure that it
-// learned elsewhere.
+// A TCP communicator (gloo's, or kolo's own: comm/tcp/tcp_communicator.h), plus
+// what a composition needs to spread a failure that it learned elsewhere.
 class GlooCommunicator : public Communicator {
  public:
   // Declares the communicator failed because job rank `job_rank` failed (as
