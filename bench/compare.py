@@ -23,7 +23,10 @@ import time
 # kolo-comm and kolo-api time buffers kolo allocated (kolo::Buffers: shareable,
 # so large allreduces run in place of them); the -plain variants time memory
 # kolo did not allocate (aligned_alloc, as a tensor library's).
-KOLO_PROGRAMS = ("kolo-comm", "kolo-comm-plain", "kolo-api", "kolo-api-plain", "kolo-gloo")
+# kolo-tcp / kolo-gloo: the TCP communicators alone (KOLO_BACKEND=tcp / gloo, also
+# on one host); kolo-api-tcp / kolo-api-gloo: the public API over them.
+KOLO_PROGRAMS = ("kolo-comm", "kolo-comm-plain", "kolo-api", "kolo-api-plain", "kolo-gloo", "kolo-tcp",
+                 "kolo-api-gloo", "kolo-api-tcp")
 
 
 def parse_bytes(text):
@@ -93,9 +96,13 @@ def find_programs(args):
     if want("kolo-api-plain", kolo_bench):
         programs.append(Program("kolo-api-plain",
                                 lambda n: kolorun_argv(n, kolo_bench, "--mode", "api", "--buffers", "plain")))
-    if want("kolo-gloo", kolo_bench):  # kolo's own TCP communicator, alone
-        programs.append(Program("kolo-gloo", lambda n: kolorun_argv(n, kolo_bench, "--mode", "comm"),
-                                env={"KOLO_BACKEND": "gloo"}))
+    for backend in ("gloo", "tcp"):
+        if want(f"kolo-{backend}", kolo_bench):
+            programs.append(Program(f"kolo-{backend}", lambda n: kolorun_argv(n, kolo_bench, "--mode", "comm"),
+                                    env={"KOLO_BACKEND": backend}))
+        if want(f"kolo-api-{backend}", kolo_bench):
+            programs.append(Program(f"kolo-api-{backend}", lambda n: kolorun_argv(n, kolo_bench, "--mode", "api"),
+                                    env={"KOLO_BACKEND": backend}))
     have_mpirun = shutil.which("mpirun") is not None
     for transport in ("shm", "tcp"):
         name = f"mpi-{transport}"

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/tcp/tcp_handshake.h"
 #include "common/wire.h"
 #include "engine/messages.h"
 #include "engine/stall_inspector.h"
@@ -107,6 +108,17 @@ void remote_seeds(const fs::path& out) {
   write(out / "remote_spec_fuzzer", "spec", seed);
 }
 
+// A challenge nonce, then a genuine Hello for it.
+void handshake_seeds(const fs::path& out) {
+  kolo::comm::tcp::Nonce challenge{}, nonce;
+  for (std::size_t i = 0; i < challenge.size(); ++i) challenge[i] = static_cast<std::uint8_t>(i * 7);
+  const kolo::comm::tcp::HandshakeKeys keys{"the job's secret", "comm/0/tcp/world/"};
+  const auto hello = kolo::comm::tcp::hello_message(keys, kolo::comm::tcp::challenge_message(challenge), 1, 0, &nonce);
+  Bytes seed(challenge.begin(), challenge.end());
+  seed.insert(seed.end(), hello.begin(), hello.end());
+  write(out / "tcp_handshake_fuzzer", "hello", seed);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -119,5 +131,6 @@ int main(int argc, char** argv) {
   stall_seeds(out);
   store_seeds(out);
   remote_seeds(out);
+  handshake_seeds(out);
   return 0;
 }

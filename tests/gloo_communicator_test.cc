@@ -1,10 +1,12 @@
-// The gloo (TCP) communicator on real processes and real loopback sockets: every
+// The TCP communicators (gloo's transport, and kolo's own sockets: the same
+// suite runs on each) on real processes and real loopback sockets: every
 // collective x dtype x size (0, odd, several reduce-scatter rounds) on 2, 3 and 4
 // ranks, checked bit for bit against reduce_many in rank order (what the shm
 // communicator computes) and across ranks; and the failure paths (killed and
 // stopped peers, abort() from another thread, ranks that never come, bad
 // arguments and addresses).
 #include "comm/gloo/gloo_communicator.h"
+#include "comm/tcp/tcp_communicator.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -41,11 +43,19 @@ constexpr ReduceOp kReduceOps[] = {ReduceOp::Sum, ReduceOp::Min, ReduceOp::Max, 
 constexpr std::size_t kTestSmallBytes = 1024;
 constexpr std::size_t kTestRoundBytes = 4096;
 
+// The transport under test, set by each test's fixture (ranks are forked from it).
+enum class Transport { Gloo, Tcp };
+Transport g_transport = Transport::Gloo;
+
+const char* transport_name(Transport t) { return t == Transport::Tcp ? "tcp" : "gloo"; }
+
 testing::SpawnOptions gloo_options(std::map<std::string, std::string> env = {}) {
   testing::SpawnOptions options;
   options.timeout = 60s;
-  env.emplace("KOLO_GLOO_SMALL_BYTES", std::to_string(kTestSmallBytes));
-  env.emplace("KOLO_GLOO_ROUND_BYTES", std::to_string(kTestRoundBytes));
+  for (const char* prefix : {"KOLO_GLOO", "KOLO_TCP"}) {
+    env.emplace(std::string(prefix) + "_SMALL_BYTES", std::to_string(kTestSmallBytes));
+    env.emplace(std::string(prefix) + "_ROUND_BYTES", std::to_string(kTestRoundBytes));
+  }
   options.env = std::move(env);
   return options;
 }
@@ -65,6 +75,13 @@ struct Member {
   std::unique_ptr<Communicator> comm;
 };
 
+std::unique_ptr<GlooCommunicator> make_communicator(const GlooGroup& group, store::StoreClient& store,
+                                                    const GlooNetwork& network, const CommunicatorOptions& options) {
+  if (g_transport == Transport::Tcp)
+    return make_tcp_communicator(group, store, network, options, std::getenv("KOLO_SECRET"));
+  return make_gloo_communicator(group, store, network, options);
+}
+
 Member join(CommunicatorOptions options = {}, GlooNetwork network = {}) {
   Member m;
   m.store = connect_store();
@@ -72,7 +89,7 @@ Member join(CommunicatorOptions options = {}, GlooNetwork network = {}) {
   group.rank = env_int("KOLO_RANK");
   group.size = env_int("KOLO_SIZE");
   group.key_prefix = "gloo-test/";
-  m.comm = make_gloo_communicator(group, *m.store, network, options);
+  m.comm = make_communicator(group, *m.store, network, options);
   return m;
 }
 
@@ -149,22 +166,24 @@ std::string describe(const char* what, DataType dtype, std::size_t count) {
 
 const std::size_t kCounts[] = {0, 1, 3, 257, 4099, 40961};
 
-class GlooSizes : public ::testing::TestWithParam<int> {
+void use_transport(Transport t) {
+  g_transport = t;
+  if (t == Transport::Gloo && !gloo_available()) GTEST_SKIP() << "built with KOLO_WITH_GLOO=OFF";
+}
+
+class NetworkSizes : public ::testing::TestWithParam<std::tuple<Transport, int>> {
  protected:
-  void SetUp() override {
-    if (!gloo_available()) GTEST_SKIP() << "built with KOLO_WITH_GLOO=OFF";
-  }
+  void SetUp() override { use_transport(std::get<0>(GetParam())); }
+  int ranks() const { return std::get<1>(GetParam()); }
 };
 
-class GlooCommunicator : public ::testing::Test {
+class NetworkCommunicator : public ::testing::TestWithParam<Transport> {
  protected:
-  void SetUp() override {
-    if (!gloo_available()) GTEST_SKIP() << "built with KOLO_WITH_GLOO=OFF";
-  }
+  void SetUp() override { use_transport(GetParam()); }
 };
 
-TEST_P(GlooSizes, AllreduceMatchesRankOrderReductionBitForBit) {
-  const int n = GetParam();
+TEST_P(NetworkSizes, AllreduceMatchesRankOrderReductionBitForBit) {
+  const int n = ranks();
   testing::run_ranks(n, [](int rank) {
     auto m = join();
     std::uint64_t seed = 1;
@@ -187,8 +206,8 @@ TEST_P(GlooSizes, AllreduceMatchesRankOrderReductionBitForBit) {
   }, gloo_options());
 }
 
-TEST_P(GlooSizes, AllreduceLargeBuffersAndDefaultThresholds) {
-  const int n = GetParam();
+TEST_P(NetworkSizes, AllreduceLargeBuffersAndDefaultThresholds) {
+  const int n = ranks();
   testing::SpawnOptions options;
   options.timeout = 60s;
   testing::run_ranks(n, [](int rank) {
@@ -201,8 +220,8 @@ TEST_P(GlooSizes, AllreduceLargeBuffersAndDefaultThresholds) {
   }, options);
 }
 
-TEST_P(GlooSizes, ReduceScatterUnevenBlocks) {
-  const int n = GetParam();
+TEST_P(NetworkSizes, ReduceScatterUnevenBlocks) {
+  const int n = ranks();
   testing::run_ranks(n, [](int rank) {
     auto m = join();
     const int size = m.comm->size();
@@ -233,8 +252,8 @@ TEST_P(GlooSizes, ReduceScatterUnevenBlocks) {
   }, gloo_options());
 }
 
-TEST_P(GlooSizes, AllgathervGathervBroadcastAlltoallv) {
-  const int n = GetParam();
+TEST_P(NetworkSizes, AllgathervGathervBroadcastAlltoallv) {
+  const int n = ranks();
   testing::run_ranks(n, [](int rank) {
     auto m = join();
     const int size = m.comm->size();
@@ -290,8 +309,8 @@ TEST_P(GlooSizes, AllgathervGathervBroadcastAlltoallv) {
   }, gloo_options());
 }
 
-TEST_P(GlooSizes, BarrierWaitsForEveryRank) {
-  const int n = GetParam();
+TEST_P(NetworkSizes, BarrierWaitsForEveryRank) {
+  const int n = ranks();
   testing::run_ranks(n, [](int rank) {
     auto m = join();
     for (int round = 0; round < 3; ++round) {
@@ -307,21 +326,27 @@ TEST_P(GlooSizes, BarrierWaitsForEveryRank) {
   }, gloo_options());
 }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, GlooSizes, ::testing::Values(2, 3, 4),
-                         [](const auto& info) { return std::to_string(info.param) + "ranks"; });
+INSTANTIATE_TEST_SUITE_P(Ranks, NetworkSizes,
+                         ::testing::Combine(::testing::Values(Transport::Gloo, Transport::Tcp), ::testing::Values(2, 3, 4)),
+                         [](const auto& info) {
+                           return std::string(transport_name(std::get<0>(info.param))) + "_" +
+                                  std::to_string(std::get<1>(info.param)) + "ranks";
+                         });
+INSTANTIATE_TEST_SUITE_P(Transports, NetworkCommunicator, ::testing::Values(Transport::Gloo, Transport::Tcp),
+                         [](const auto& info) { return std::string(transport_name(info.param)); });
 
-TEST_F(GlooCommunicator, OneRankCopies) {
+TEST_P(NetworkCommunicator, OneRankCopies) {
   testing::run_ranks(1, [](int) {
     auto m = join();
     std::vector<float> in{1, 2, 3}, out(3);
     m.comm->allreduce(in.data(), out.data(), 3, DataType::Float32, ReduceOp::Sum);
     EXPECT_EQ(out, in);
     m.comm->barrier();
-    EXPECT_EQ(m.comm->name(), "gloo");
+    EXPECT_EQ(m.comm->name(), transport_name(g_transport));
   });
 }
 
-TEST_F(GlooCommunicator, BindsToTheAddressGivenByKoloHostAddr) {
+TEST_P(NetworkCommunicator, BindsToTheAddressGivenByKoloHostAddr) {
   testing::run_ranks(3, [](int) {
     auto m = join({}, GlooNetwork::from_env(false));
     int value = m.comm->rank() + 1;
@@ -330,7 +355,7 @@ TEST_F(GlooCommunicator, BindsToTheAddressGivenByKoloHostAddr) {
   }, gloo_options({{"KOLO_HOST_ADDR", "127.0.0.1"}}));
 }
 
-TEST_F(GlooCommunicator, UnusableAddressIsAClearError) {
+TEST_P(NetworkCommunicator, UnusableAddressIsAClearError) {
   testing::run_ranks(2, [](int) {
     auto store = connect_store();
     GlooGroup group;
@@ -340,7 +365,7 @@ TEST_F(GlooCommunicator, UnusableAddressIsAClearError) {
     GlooNetwork network;
     network.iface = "kolo-no-such-if0";
     try {
-      make_gloo_communicator(group, *store, network, {});
+      make_communicator(group, *store, network, {});
       ADD_FAILURE() << "no error";
     } catch (const InvalidArgumentError& e) {
       EXPECT_NE(std::string(e.what()).find("KOLO_IFACE=kolo-no-such-if0"), std::string::npos) << e.what();
@@ -348,7 +373,7 @@ TEST_F(GlooCommunicator, UnusableAddressIsAClearError) {
   });
 }
 
-TEST_F(GlooCommunicator, BadArgumentsLeaveTheCommunicatorUsable) {
+TEST_P(NetworkCommunicator, BadArgumentsLeaveTheCommunicatorUsable) {
   testing::run_ranks(2, [](int) {
     auto m = join();
     std::vector<std::size_t> wrong(3, 1);
@@ -363,14 +388,14 @@ TEST_F(GlooCommunicator, BadArgumentsLeaveTheCommunicatorUsable) {
   });
 }
 
-TEST_F(GlooCommunicator, RankThatNeverComesIsATimeout) {
+TEST_P(NetworkCommunicator, RankThatNeverComesIsATimeout) {
   testing::run_ranks(2, [](int rank) {
     if (rank == 1) return;  // never joins
     auto store = connect_store();
     CommunicatorOptions options;
     options.connect_timeout = 1s;
     auto start = Clock::now();
-    EXPECT_THROW(make_gloo_communicator(GlooGroup{0, 2, "never/", {}, {}}, *store, {}, options), TimeoutError);
+    EXPECT_THROW(make_communicator(GlooGroup{0, 2, "never/", {}, {}}, *store, {}, options), TimeoutError);
     EXPECT_LT(Clock::now() - start, 10s);
   });
 }
@@ -400,7 +425,7 @@ void expect_failure_named(Communicator& comm, int victim, std::size_t count) {
   EXPECT_THROW(comm.barrier(), PeerFailureError);
 }
 
-TEST_F(GlooCommunicator, KilledPeerIsNamedOnEveryRank) {
+TEST_P(NetworkCommunicator, KilledPeerIsNamedOnEveryRank) {
   for (std::size_t count : {std::size_t{4}, std::size_t{100000}}) {
     const int victim = 2;
     auto outcomes = testing::spawn_ranks(4, [&](int rank) {
@@ -424,7 +449,7 @@ TEST_F(GlooCommunicator, KilledPeerIsNamedOnEveryRank) {
   }
 }
 
-TEST_F(GlooCommunicator, StoppedPeerIsNamedAfterThePeerTimeout) {
+TEST_P(NetworkCommunicator, StoppedPeerIsNamedAfterThePeerTimeout) {
   const int victim = 1;
   auto outcomes = testing::spawn_ranks(3, [&](int rank) {
     CommunicatorOptions options;
@@ -448,7 +473,7 @@ TEST_F(GlooCommunicator, StoppedPeerIsNamedAfterThePeerTimeout) {
   expect_survivors_passed(outcomes, victim);
 }
 
-TEST_F(GlooCommunicator, AbortFromAnotherThreadWakesTheWaiter) {
+TEST_P(NetworkCommunicator, AbortFromAnotherThreadWakesTheWaiter) {
   testing::run_ranks(2, [](int rank) {
     auto m = join();
     m.comm->barrier();
@@ -483,9 +508,9 @@ namespace kolo::comm {
 namespace {
 
 // A measurement, not a check: run with --gtest_also_run_disabled_tests
-// --gtest_filter='*GlooLoopbackNumbers*'. Prints allreduce latency and bus
+// --gtest_filter='*LoopbackNumbers*'. Prints allreduce latency and bus
 // bandwidth (nccl-tests convention: busbw = algbw x 2(n-1)/n) on loopback.
-TEST_F(GlooCommunicator, DISABLED_GlooLoopbackNumbers) {
+TEST_P(NetworkCommunicator, DISABLED_LoopbackNumbers) {
   for (int n : {2, 4}) {
     testing::SpawnOptions options;
     options.timeout = 300s;
@@ -504,8 +529,8 @@ TEST_F(GlooCommunicator, DISABLED_GlooLoopbackNumbers) {
         const double seconds = std::chrono::duration<double>(Clock::now() - start).count() / reps;
         if (rank == 0) {
           const double algbw = bytes / seconds / 1e9;
-          std::printf("gloo allreduce n=%d %9zu B: %9.1f us  algbw %6.3f GB/s  busbw %6.3f GB/s\n", size, bytes,
-                      seconds * 1e6, algbw, algbw * 2 * (size - 1) / size);
+          std::printf("%s allreduce n=%d %9zu B: %9.1f us  algbw %6.3f GB/s  busbw %6.3f GB/s\n",
+                      transport_name(g_transport), size, bytes, seconds * 1e6, algbw, algbw * 2 * (size - 1) / size);
         }
       }
     }, options);

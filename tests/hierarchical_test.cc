@@ -70,6 +70,8 @@ testing::SpawnOptions options(std::map<std::string, std::string> env = {}) {
   o.env.emplace("KOLO_HOST_ADDR", "127.0.0.1");
   o.env.emplace("KOLO_GLOO_SMALL_BYTES", "1024");
   o.env.emplace("KOLO_GLOO_ROUND_BYTES", "4096");
+  o.env.emplace("KOLO_TCP_SMALL_BYTES", "1024");
+  o.env.emplace("KOLO_TCP_ROUND_BYTES", "4096");
   o.env.emplace("KOLO_SHM_SMALL_BYTES", "1024");
   o.env.emplace("KOLO_SHM_SLOT_BYTES", "16384");
   return o;
@@ -97,7 +99,9 @@ std::string chosen(int ranks, int per_host, std::map<std::string, std::string> e
       mine = "error";
       std::printf("rank %d: %s\n", rank, e.what());
     }
-    _exit(mine == "hierarchical" ? 10 : mine == "gloo" ? 11 : mine == "shm" ? 12 : mine == "error" ? 13 : 14);
+    _exit(mine == "hierarchical" ? 10 : mine == "gloo" ? 11 : mine == "shm" ? 12 : mine == "error" ? 13
+           : mine == "tcp"        ? 15
+                                  : 14);
   }, options(std::move(env)));
   std::set<int> codes;
   for (const auto& o : outcomes) codes.insert(o.exit_code);
@@ -107,19 +111,23 @@ std::string chosen(int ranks, int per_host, std::map<std::string, std::string> e
     case 11: return "gloo";
     case 12: return "shm";
     case 13: return "error";
+    case 15: return "tcp";
   }
   return "?";
 }
 
 TEST_F(CommunicatorChoice, DependsOnHostsAndSettings) {
   EXPECT_EQ(chosen(4, 2, {}), "hierarchical");
-  EXPECT_EQ(chosen(4, 2, {{"KOLO_HIERARCHICAL", "0"}}), "gloo");
+  EXPECT_EQ(chosen(4, 2, {{"KOLO_HIERARCHICAL", "0"}}), "tcp");
   EXPECT_EQ(chosen(4, 2, {{"KOLO_BACKEND", "gloo"}}), "gloo");
   EXPECT_EQ(chosen(4, 2, {{"KOLO_BACKEND", "shm"}}), "error");
   EXPECT_EQ(chosen(3, 3, {}), "shm");
   EXPECT_EQ(chosen(3, 3, {{"KOLO_HIERARCHICAL", "1"}}), "hierarchical");
   EXPECT_EQ(chosen(3, 3, {{"KOLO_BACKEND", "gloo"}}), "gloo");
-  EXPECT_EQ(chosen(3, 3, {{"KOLO_BACKEND", "tcp"}}), "error");
+  EXPECT_EQ(chosen(3, 3, {{"KOLO_BACKEND", "tcp"}}), "tcp");
+  EXPECT_EQ(chosen(4, 2, {{"KOLO_BACKEND", "tcp"}}), "tcp");
+  EXPECT_EQ(chosen(4, 2, {{"KOLO_BACKEND", "tcp"}, {"KOLO_HIERARCHICAL", "1"}}), "hierarchical");
+  EXPECT_EQ(chosen(3, 3, {{"KOLO_BACKEND", "bogus"}}), "error");
   EXPECT_EQ(chosen(2, 1, {}), "hierarchical");  // one rank per host: the local part is trivial
 }
 
@@ -135,7 +143,7 @@ TEST_F(CommunicatorChoice, UnevenHostsFallBackToFlatTcpOrFailWhenForced) {
   testing::run_ranks(3, [](int rank) {
     place_uneven(rank);
     auto m = join();
-    EXPECT_EQ(m.comm->name(), "gloo");
+    EXPECT_EQ(m.comm->name(), "tcp");
     int value = rank;
     m.comm->allreduce(&value, &value, 1, DataType::Int32, ReduceOp::Sum);
     EXPECT_EQ(value, 3);
@@ -206,7 +214,11 @@ Bytes pattern_bytes(int from, int to, std::size_t n) {
   return b;
 }
 
-void check_every_collective(int per_host, int hosts) {
+// KOLO_BACKEND=gloo with KOLO_HIERARCHICAL=1: gloo's transport joins the hosts
+// (by default kolo's own sockets do).
+const std::map<std::string, std::string> kOverGloo{{"KOLO_BACKEND", "gloo"}, {"KOLO_HIERARCHICAL", "1"}};
+
+void check_every_collective(int per_host, int hosts, std::map<std::string, std::string> env = {}) {
   testing::run_ranks(per_host * hosts, [=](int rank) {
     place_on_fake_host(rank, per_host, hosts);
     auto m = join();
@@ -272,19 +284,21 @@ void check_every_collective(int per_host, int hosts) {
     Bytes recv(expect.size());
     comm.alltoallv(send.data(), a2a, recv.data(), a2a);
     EXPECT_TRUE(recv == expect) << "alltoallv";
-  }, options());
+  }, options(std::move(env)));
 }
 
 TEST_F(HierarchicalCommunicator, TwoHostsOfTwo) { check_every_collective(2, 2); }
 TEST_F(HierarchicalCommunicator, ThreeHostsOfTwo) { check_every_collective(2, 3); }
 TEST_F(HierarchicalCommunicator, TwoHostsOfOne) { check_every_collective(1, 2); }
+TEST_F(HierarchicalCommunicator, TwoHostsOfTwoOverGloo) { check_every_collective(2, 2, kOverGloo); }
+TEST_F(HierarchicalCommunicator, ThreeHostsOfTwoOverGloo) { check_every_collective(2, 3, kOverGloo); }
 TEST_F(HierarchicalCommunicator, OneHostOfThreeWhenForced) {
   setenv("KOLO_HIERARCHICAL", "1", 1);
   check_every_collective(3, 1);
   unsetenv("KOLO_HIERARCHICAL");
 }
 
-TEST_F(HierarchicalCommunicator, KilledRankIsNamedOnEveryRank) {
+void expect_killed_rank_named(std::map<std::string, std::string> env) {
   const int victim = 3;
   auto outcomes = testing::spawn_ranks(4, [&](int rank) {
     place_on_fake_host(rank, 2, 2);
@@ -310,11 +324,14 @@ TEST_F(HierarchicalCommunicator, KilledRankIsNamedOnEveryRank) {
     // that nobody learns of the failure from a peer process exiting.
     m.store->add("caught", 1);
     while (m.store->add("caught", 0) < 3 && Clock::now() - start < 15s) std::this_thread::sleep_for(10ms);
-  }, options());
+  }, options(std::move(env)));
   for (const auto& o : outcomes) {
     if (o.rank != victim) EXPECT_TRUE(o.exited && o.exit_code == 0) << "rank " << o.rank << " exit " << o.exit_code;
   }
 }
+
+TEST_F(HierarchicalCommunicator, KilledRankIsNamedOnEveryRank) { expect_killed_rank_named({}); }
+TEST_F(HierarchicalCommunicator, KilledRankIsNamedOnEveryRankOverGloo) { expect_killed_rank_named(kOverGloo); }
 
 TEST_F(HierarchicalCommunicator, PublicApiOnFakeHosts) {
   testing::run_ranks(4, [](int rank) {

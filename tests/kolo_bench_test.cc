@@ -286,7 +286,7 @@ TEST(KoloBench, PrintsAnNcclTestsStyleTable) {
 }
 
 TEST(KoloBench, CommModeMeasuresTheCommunicatorKoloBackendChooses) {
-  for (const std::string backend : {"shm", "gloo"}) {
+  for (const std::string backend : {"shm", "gloo", "tcp"}) {
     const ProcessResult run = kolo_bench(2, small_sweep("comm", "allgather"), {{"KOLO_BACKEND", backend}});
     ASSERT_EQ(run.exit_code, 0) << backend << ": " << run.out << run.err;
     const auto j = json_of(run);

@@ -385,6 +385,28 @@ TEST_F(KolorunMultihostTest, SecretIsNeverOnACommandLine) {
   EXPECT_EQ(kolorun.wait(10s).exit_code, 0);
 }
 
+// A link taken down under a running job: the rank on the other side names the
+// unreachable rank within KOLO_PEER_TIMEOUT, and the job ends.
+class KolorunLinkDown : public KolorunMultihostTest, public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(KolorunLinkDown, IsNamedWithinThePeerTimeout) {
+  make_hosts(2, "", /*resolvable_names=*/true);
+  Subprocess kolorun(kolorun_in_host0({"--launcher-command", "ip netns exec {host}", "--bind-to", "none", "-H",
+                                       host_list({1, 1}), "env", std::string("KOLO_BACKEND=") + GetParam(),
+                                       "KOLO_PEER_TIMEOUT=2", KOLO_STUCK_PATH, "steady", dir_.file("running")}));
+  ASSERT_TRUE(wait_for([&] { return fs::exists(dir_.file("running.0")) && fs::exists(dir_.file("running.1")); }, 20s));
+  const auto start = std::chrono::steady_clock::now();
+  hosts_->set_link(1, false);
+  auto result = kolorun.wait(time_bound(20s));
+  EXPECT_FALSE(result.timed_out);
+  EXPECT_NE(result.exit_code, 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, time_bound(12s));
+  EXPECT_NE(result.err.find("rank 0: rank 1 made no progress for 2"), std::string::npos) << result.err;
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, KolorunLinkDown, ::testing::Values("tcp", "gloo"),
+                         [](const auto& info) { return std::string(info.param); });
+
 // ---------------------------------------------------------------------------
 // The public-API collective suite (tests/programs/kolo_collective_suite.cc: every
 // collective x dtype x size, barrier, grouped allreduce, join) in jobs across the
@@ -422,10 +444,20 @@ class KolorunSuiteAcrossHosts : public KolorunMultihostTest {
 TEST_F(KolorunSuiteAcrossHosts, TwoHostsTwoRanksEachHierarchical) { run_suite({2, 2}, {}, "hierarchical"); }
 
 TEST_F(KolorunSuiteAcrossHosts, TwoHostsTwoRanksEachFlatGloo) {
-  run_suite({2, 2}, {"KOLO_HIERARCHICAL=0"}, "gloo");
+  run_suite({2, 2}, {"KOLO_BACKEND=gloo"}, "gloo");
 }
 
 TEST_F(KolorunSuiteAcrossHosts, ThreeHostsOneRankEach) { run_suite({1, 1, 1}, {}, "hierarchical"); }
+
+TEST_F(KolorunSuiteAcrossHosts, TwoHostsTwoRanksEachFlatTcp) { run_suite({2, 2}, {"KOLO_HIERARCHICAL=0"}, "tcp"); }
+
+TEST_F(KolorunSuiteAcrossHosts, TwoHostsTwoRanksEachHierarchicalOverGloo) {
+  run_suite({2, 2}, {"KOLO_BACKEND=gloo", "KOLO_HIERARCHICAL=1"}, "hierarchical");
+}
+
+TEST_F(KolorunSuiteAcrossHosts, ThreeHostsOneRankEachOverGloo) {
+  run_suite({1, 1, 1}, {"KOLO_BACKEND=gloo", "KOLO_HIERARCHICAL=1"}, "hierarchical");
+}
 
 // The suite program itself, on this host: a wrong result is reported per
 // operation on every rank, and the job fails.
@@ -856,7 +888,7 @@ TEST_F(KolorunMpi, CollectiveSuiteThroughKolorunMpiUsesMpiByDefault) {
 
 TEST_F(KolorunMpi, KolorunMpiTakesTheBackendKoloBackendNames) {
   if (!kolo::comm::mpi_available()) GTEST_SKIP() << "kolo is built without MPI";
-  for (const std::string backend : {"shm", "gloo"}) {
+  for (const std::string backend : {"shm", "gloo", "tcp"}) {
     auto run = run_mpi_suite({KOLORUN_PATH, "--mpi", "-np", "4", "--timeout", seconds_bound(50s)}, {"KOLO_BACKEND=" + backend},
                              /*small=*/true);
     ASSERT_EQ(run.result.exit_code, 0) << run.result.err << run.result.out;
@@ -905,6 +937,39 @@ TEST_F(KolorunMpi, SecretIsNeverOnACommandLine) {
     EXPECT_EQ(cmdline.find(secret), std::string::npos) << "the secret is on the command line of " << entry.path();
   }
   EXPECT_EQ(kolorun.wait(30s).exit_code, 0);
+}
+
+}  // namespace
+
+namespace {
+
+// A measurement, not a check: --gtest_also_run_disabled_tests
+// --gtest_filter='*ShapedLinksNumbers*'. Allreduce busbw over namespace hosts
+// whose links tbf shapes to 1 and 10 Gbit/s (the bound: the link rate, since an
+// allreduce moves 2(n-1)/n of the data over each host's link in each direction).
+TEST_F(KolorunMultihostTest, DISABLED_ShapedLinksNumbers) {
+  struct Layout {
+    std::vector<int> slots;
+    const char* backend;
+  };
+  // "auto": hierarchical over tcp; "tcp", "gloo": flat.
+  const std::vector<Layout> layouts{{{1, 1}, "tcp"}, {{1, 1, 1}, "tcp"}, {{1, 1, 1, 1}, "tcp"}, {{2, 2}, "auto"},
+                                    {{2, 2}, "tcp"}, {{1, 1}, "gloo"},   {{2, 2}, "gloo"}};
+  for (const char* qdisc : {"tbf rate 1gbit burst 512kb latency 50ms", "tbf rate 10gbit burst 5mb latency 50ms"}) {
+    for (const auto& layout : layouts) {
+      make_hosts(static_cast<int>(layout.slots.size()), qdisc, /*resolvable_names=*/true);
+      auto result = run_netns_job({"--bind-to", "none", "-H", host_list(layout.slots), "--no-tag-output", "env",
+                                   std::string("KOLO_BACKEND=") + layout.backend, KOLO_BENCH_PATH, "--mode", "comm",
+                                   "--sizes", "16M,64M", "--warmup", "1", "--iters", "3"},
+                                  300s);
+      std::string hosts;
+      for (int n : layout.slots) hosts += (hosts.empty() ? "" : "+") + std::to_string(n);
+      std::printf("== %s, hosts %s, %s (exit %d)\n", qdisc, hosts.c_str(), layout.backend, result.exit_code);
+      for (const auto& line : kolo::testing::lines_of(result.out))
+        if (line.find("    ") == 0) std::printf("%s\n", line.c_str());
+      hosts_.reset();
+    }
+  }
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "comm/hierarchical/hierarchical_communicator.h"
 #include "comm/mpi/mpi_communicator.h"
 #include "comm/shm/shm_communicator.h"
+#include "comm/tcp/tcp_communicator.h"
 #include "common/env.h"
 #include "common/logging.h"
 #include "kolo/error.h"
@@ -15,15 +16,19 @@
 namespace kolo {
 namespace {
 
-enum class Backend { Auto, Shm, Gloo, Mpi };
+enum class Backend { Auto, Shm, Gloo, Tcp, Mpi };
+
+// The transport between hosts: gloo's or kolo's own sockets.
+enum class Network { Gloo, Tcp };
 
 Backend backend_from_env() {
   const std::string name = env::get_string("KOLO_BACKEND", "auto");
   if (name == "auto") return Backend::Auto;
   if (name == "shm") return Backend::Shm;
   if (name == "gloo") return Backend::Gloo;
+  if (name == "tcp") return Backend::Tcp;
   if (name == "mpi") return Backend::Mpi;
-  throw InvalidArgumentError("KOLO_BACKEND='" + name + "' is not one of auto, shm, gloo, mpi");
+  throw InvalidArgumentError("KOLO_BACKEND='" + name + "' is not one of auto, shm, gloo, tcp, mpi");
 }
 
 std::optional<bool> hierarchical_from_env() {
@@ -50,15 +55,27 @@ std::string generation_prefix(int generation) { return "comm/" + std::to_string(
 // One failure verdict for every communicator of the job generation.
 std::string verdict_prefix(int generation) { return generation_prefix(generation) + "failure/"; }
 
-std::unique_ptr<comm::GlooCommunicator> make_flat_gloo(const Topology& t, int generation, store::StoreClient* store,
-                                                       const comm::CommunicatorOptions& options) {
+std::unique_ptr<comm::GlooCommunicator> make_network(Network network, const comm::GlooGroup& group,
+                                                     const Topology& t, store::StoreClient* store,
+                                                     const comm::CommunicatorOptions& options) {
+  auto& client = require_store(store, "kolo's TCP communicator");
+  const auto addresses = comm::GlooNetwork::from_env(t.cross_size == 1);
+  if (network == Network::Tcp) return comm::make_tcp_communicator(group, client, addresses, options, t.secret);
+  return comm::make_gloo_communicator(group, client, addresses, options);
+}
+
+std::string network_prefix(Network network, int generation) {
+  return generation_prefix(generation) + (network == Network::Tcp ? "tcp/" : "gloo/");
+}
+
+std::unique_ptr<comm::GlooCommunicator> make_flat(Network network, const Topology& t, int generation,
+                                                  store::StoreClient* store, const comm::CommunicatorOptions& options) {
   comm::GlooGroup group;
   group.rank = t.rank;
   group.size = t.size;
-  group.key_prefix = generation_prefix(generation) + "gloo/world/";
+  group.key_prefix = network_prefix(network, generation) + "world/";
   group.verdict_prefix = verdict_prefix(generation);
-  return comm::make_gloo_communicator(group, require_store(store, "kolo's TCP communicator"),
-                                      comm::GlooNetwork::from_env(t.cross_size == 1), options);
+  return make_network(network, group, t, store, options);
 }
 
 // Every rank's view of the layout, gathered over `flat`, so that all ranks take
@@ -92,9 +109,10 @@ std::unique_ptr<comm::Communicator> make_local(const Topology& t, int generation
                                      options);
 }
 
-std::unique_ptr<comm::Communicator> make_hierarchical(const Topology& t, int generation, store::StoreClient* store,
+std::unique_ptr<comm::Communicator> make_hierarchical(Network network, const Topology& t, int generation,
+                                                      store::StoreClient* store,
                                                       const comm::CommunicatorOptions& options, bool forced) {
-  auto flat = make_flat_gloo(t, generation, store, options);
+  auto flat = make_flat(network, t, generation, store, options);
   if (auto problem = layout_problem(t, *flat); !problem.empty()) {
     if (forced) throw InvalidArgumentError("KOLO_HIERARCHICAL=1, but " + problem);
     if (t.rank == 0) KOLO_LOG(Warning, "using the flat TCP communicator, not the hierarchical one: " << problem);
@@ -105,10 +123,10 @@ std::unique_ptr<comm::Communicator> make_hierarchical(const Topology& t, int gen
   comm::GlooGroup cross_group;
   cross_group.rank = t.cross_rank;
   cross_group.size = t.cross_size;
-  cross_group.key_prefix = generation_prefix(generation) + "gloo/cross" + std::to_string(t.local_rank) + "/";
+  cross_group.key_prefix = network_prefix(network, generation) + "cross" + std::to_string(t.local_rank) + "/";
   cross_group.verdict_prefix = verdict_prefix(generation);
   for (int h = 0; h < t.cross_size; ++h) cross_group.job_ranks.push_back(h * t.local_size + t.local_rank);
-  auto cross = comm::make_gloo_communicator(cross_group, *store, comm::GlooNetwork::from_env(t.cross_size == 1), options);
+  auto cross = make_network(network, cross_group, t, store, options);
   comm::HostLayout layout{t.local_rank, t.local_size, t.cross_rank, t.cross_size};
   return comm::make_hierarchical_communicator(layout, std::move(local), std::move(cross), std::move(flat),
                                               comm::FailureVerdict(store, verdict_prefix(generation), t.rank));
@@ -138,13 +156,19 @@ std::unique_ptr<comm::Communicator> choose(const Topology& t, int generation, st
                                    " hosts; use KOLO_BACKEND=auto or gloo");
       return comm::make_shm_communicator(t.rank, t.size, t.job_id + "-" + std::to_string(generation), options);
     case Backend::Gloo:
-      if (forced) return make_hierarchical(t, generation, store, options, true);
-      return make_flat_gloo(t, generation, store, options);
+    case Backend::Tcp: {
+      const Network network = backend == Backend::Tcp ? Network::Tcp : Network::Gloo;
+      if (forced) return make_hierarchical(network, t, generation, store, options, true);
+      return make_flat(network, t, generation, store, options);
+    }
     case Backend::Auto: break;
   }
   if (started_by_mpirun(t.launcher) && comm::mpi_available()) return make_mpi(t, options);
-  if (hierarchical.value_or(t.cross_size > 1)) return make_hierarchical(t, generation, store, options, forced);
-  if (t.cross_size > 1) return make_flat_gloo(t, generation, store, options);
+  // Between hosts kolo's own sockets: faster than gloo's transport at every size
+  // measured (docs/benchmarks.md, "Across hosts").
+  if (hierarchical.value_or(t.cross_size > 1))
+    return make_hierarchical(Network::Tcp, t, generation, store, options, forced);
+  if (t.cross_size > 1) return make_flat(Network::Tcp, t, generation, store, options);
   return comm::make_shm_communicator(t.rank, t.size, t.job_id + "-" + std::to_string(generation), options);
 }
 

@@ -3,16 +3,19 @@
 //   KOLO_BACKEND=auto (default)
 //     started by mpirun (and kolo built with MPI)      -> mpi
 //     every rank on one host                            -> shm
-//     ranks on several hosts                            -> hierarchical (shm + gloo)
+//     ranks on several hosts                            -> hierarchical (shm + tcp)
 //   KOLO_BACKEND=shm    shm; an error when the job spans hosts
 //   KOLO_BACKEND=gloo   gloo (TCP) between all ranks, also on one host
+//   KOLO_BACKEND=tcp    kolo's own TCP sockets between all ranks, also on one host
 //   KOLO_BACKEND=mpi    mpi; the ranks must have been started by mpirun
-//   KOLO_HIERARCHICAL=0 gives gloo instead of hierarchical across hosts;
+//   KOLO_HIERARCHICAL=0 gives flat tcp instead of hierarchical across hosts;
 //   KOLO_HIERARCHICAL=1 forces hierarchical (also on one host, and with
-//                        KOLO_BACKEND=gloo). mpi ignores it.
+//                        KOLO_BACKEND=gloo or tcp, which then joins the
+//                        hosts). mpi ignores it.
 // hierarchical needs the same number of ranks on every host, numbered host by
-// host; for other layouts auto falls back to gloo (with a warning) and a forced
-// KOLO_HIERARCHICAL=1 is an error. gloo and hierarchical need the rendezvous store.
+// host; for other layouts auto falls back to flat tcp (with a warning) and a forced
+// KOLO_HIERARCHICAL=1 is an error. gloo, tcp and hierarchical need the rendezvous
+// store.
 #pragma once
 
 #include <memory>

@@ -1,6 +1,6 @@
-// Engines for tests that count an engine's collectives: a real shared-memory
-// communicator behind a ForwardingCommunicator, in the processes run_ranks starts,
-// and the blocking calls a user thread makes (submit, then drive the cycles).
+// Engines for tests that count an engine's collectives: a real shared-memory (or
+// TCP) communicator behind a ForwardingCommunicator, in the processes run_ranks
+// starts, and the blocking calls a user thread makes (submit, then drive the cycles).
 #pragma once
 
 #include <chrono>
@@ -12,9 +12,11 @@
 #include <vector>
 
 #include "comm/shm/shm_communicator.h"
+#include "comm/tcp/tcp_communicator.h"
 #include "engine/engine.h"
 #include "harness/forwarding_communicator.h"
 #include "harness/multiprocess.h"
+#include "store/store.h"
 
 namespace kolo::testing {
 
@@ -34,7 +36,27 @@ struct CountedEngineOptions {
   bool padding = false;
   // 0: no stall checks. Else rank 0 asks for one in a cycle at most every 100 ms.
   std::chrono::milliseconds stall_check_time{0};
+  // kolo's TCP communicator on loopback instead of shared memory (needs the job's store).
+  bool tcp = false;
 };
+
+inline std::unique_ptr<comm::Communicator> make_counted_inner(int rank, int size, const std::string& job_id,
+                                                              const CountedEngineOptions& options) {
+  using namespace std::chrono_literals;
+  if (!options.tcp) return comm::make_shm_communicator(rank, size, job_id, {});
+  // The store must outlive the communicator: kept for the rank process's life.
+  static std::vector<std::unique_ptr<store::StoreClient>> stores;
+  const auto address = store::parse_store_address(std::getenv("KOLO_STORE_ADDR"));
+  stores.push_back(store::StoreClient::connect(address.host, address.port, std::getenv("KOLO_SECRET"), 10s));
+  store::StoreClient& store = *stores.back();
+  // Every rank makes its engines in the same order, so this names the same mesh on each.
+  static int meshes = 0;
+  comm::GlooGroup group;
+  group.rank = rank;
+  group.size = size;
+  group.key_prefix = "counted/" + job_id + "/" + std::to_string(meshes++) + "/";
+  return comm::make_tcp_communicator(group, store, {}, {}, std::getenv("KOLO_SECRET"));
+}
 
 // The background thread sleeps (cycle time 10 s), so the only cycles are the ones
 // the blocking callers drive: every collective counted belongs to an operation of
@@ -43,7 +65,7 @@ inline CountedEngine make_counted_engine(int rank, const CountedEngineOptions& o
   using namespace std::chrono_literals;
   const int size = std::atoi(std::getenv("KOLO_SIZE"));
   const std::string job_id = std::getenv("KOLO_JOB_ID") + options.job;
-  auto shm = comm::make_shm_communicator(rank, size, job_id, {});
+  auto shm = make_counted_inner(rank, size, job_id, options);
   std::unique_ptr<ForwardingCommunicator> counted = options.padding
                                                         ? std::make_unique<PaddingCommunicator>(std::move(shm))
                                                         : std::make_unique<ForwardingCommunicator>(std::move(shm));

@@ -40,7 +40,7 @@ int run(const std::vector<std::string>& args) {
   BufferKind buffers = BufferKind::Kolo;
   const std::vector<ExtraFlag> extras = {
       {"--mode", "api|comm|step",
-       "api: through kolo's public API (negotiation, cache, fusion); comm: the shared-memory communicator alone; "
+       "api: through kolo's public API (negotiation, cache, fusion); comm: the communicator KOLO_BACKEND chooses (shm on one host), alone; "
        "step: ResNet-50's 161 gradients per step vs one fused allreduce (api)",
        [&](const std::string& v) { mode = parse_mode(v); }},
       {"--buffers", "kolo|plain",

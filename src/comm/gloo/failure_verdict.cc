@@ -30,4 +30,24 @@ std::pair<int, std::string> FailureVerdict::claim(int rank, const std::string& m
   }
 }
 
+std::string stalled_peer_message(int job_rank, std::chrono::milliseconds timeout, const std::string& what) {
+  return "rank " + std::to_string(job_rank) + " made no progress for " + std::to_string(timeout.count() / 1000.0).substr(0, 5) +
+         " s during " + what + " (it stalled or its host is unreachable; KOLO_PEER_TIMEOUT sets the limit)";
+}
+
+std::string lost_peer_message(int job_rank, const std::string& what, const std::string& detail) {
+  return "lost the connection to rank " + std::to_string(job_rank) + " during " + what +
+         " (the process exited or failed, or its host is unreachable): " + detail;
+}
+
+std::string error_text(std::exception_ptr error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+  }
+  return "unknown error";
+}
+
 }  // namespace kolo::comm

@@ -9,6 +9,8 @@
 // hierarchical); ranks are global job ranks.
 #pragma once
 
+#include <chrono>
+#include <exception>
 #include <string>
 #include <utility>
 
@@ -31,5 +33,12 @@ class FailureVerdict {
   std::string prefix_;
   int my_rank_;
 };
+
+// How every TCP communicator words a peer's failure during collective `what`:
+// no progress for `timeout`, or a lost connection (`detail` from the transport).
+std::string stalled_peer_message(int job_rank, std::chrono::milliseconds timeout, const std::string& what);
+std::string lost_peer_message(int job_rank, const std::string& what, const std::string& detail);
+// The message of `error` (for wrapping it in another error).
+std::string error_text(std::exception_ptr error);
 
 }  // namespace kolo::comm

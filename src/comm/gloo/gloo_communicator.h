@@ -1,6 +1,6 @@
 // The gloo communicator: collectives between ranks on any hosts over TCP, built
 // on the transport of Debian's libgloo (its full-mesh rendezvous, TCP pairs and
-// unbound buffers). kolo's own algorithms run on top (gloo_collectives.cc), so
+// unbound buffers). kolo's own algorithms run on top (comm/direct/direct_collectives.h), so
 // that reductions give the same bits as the shared-memory communicator and a
 // failure names the rank at fault. No gloo header leaks out of src/comm/gloo.
 #pragma once
@@ -27,6 +27,16 @@ struct GlooNetwork {
   static GlooNetwork from_env(bool all_local);
 };
 
+// The address a rank listens on for `network` (a numeric address or a host name
+// the peers resolve), and where it came from, for errors.
+struct ListenAddress {
+  std::string host;
+  std::string source;
+};
+// InvalidArgumentError for an interface without an address, or a job across
+// hosts whose host name resolves to loopback only.
+ListenAddress listen_address(const GlooNetwork& network);
+
 // One set of ranks joined by a full mesh of TCP connections.
 struct GlooGroup {
   int rank = 0;
@@ -44,8 +54,8 @@ struct GlooGroup {
   int job_rank(int group_rank) const;
 };
 
-// A gloo communicator, plus what a composition needs to spread a failure that it
-// learned elsewhere.
+// A TCP communicator (gloo's, or kolo's own: comm/tcp/tcp_communicator.h), plus
+// what a composition needs to spread a failure that it learned elsewhere.
 class GlooCommunicator : public Communicator {
  public:
   // Declares the communicator failed because job rank `job_rank` failed (as

@@ -1,5 +1,5 @@
-// One batch of point-to-point transfers over a gloo mesh, posted together and
-// waited for together: the building block of every gloo collective.
+// One batch of point-to-point transfers over a gloo mesh (direct::Batch), each a
+// gloo unbound buffer tagged with the batch's slot.
 #pragma once
 
 #include <cstddef>
@@ -10,27 +10,24 @@
 
 #include <gloo/transport/unbound_buffer.h>
 
+#include "comm/direct/point_to_point.h"
 #include "comm/gloo/gloo_mesh.h"
 
 namespace kolo::comm::gloo_impl {
 
-// Messages between two ranks are matched by the batch's slot, in posting order,
-// so both sides must post the same sequence of batches (they derive it from the
-// collective's arguments, which agree on every rank). Zero-byte transfers are
-// skipped on both sides for the same reason.
-class Exchange {
+// Messages between two ranks are matched by the batch's slot, in posting order.
+class Exchange final : public direct::Batch {
  public:
   // `what` names the collective in error messages.
   Exchange(Mesh& mesh, const char* what);
-  ~Exchange();
+  ~Exchange() override;
   Exchange(const Exchange&) = delete;
   Exchange& operator=(const Exchange&) = delete;
 
-  void send(int peer, const void* data, std::size_t bytes);
-  void recv(int peer, void* data, std::size_t bytes);
-  // Waits for every posted transfer, each within the peer timeout. Throws
-  // PeerFailureError naming the peer (Mesh::fail) or ShutdownError after abort().
-  void wait();
+  void send(int peer, const void* data, std::size_t bytes) override;
+  void recv(int peer, void* data, std::size_t bytes) override;
+  // A failure goes through Mesh::fail.
+  void wait() override;
 
  private:
   struct Transfer {

@@ -28,22 +28,24 @@
 #include <gloo/transport/unbound_buffer.h>
 
 #include "comm/communicator.h"
-#include "comm/gloo/failure_verdict.h"
+#include "comm/direct/failure_state.h"
+#include "comm/direct/point_to_point.h"
 #include "comm/gloo/gloo_communicator.h"
 #include "store/store.h"
 
 namespace kolo::comm::gloo_impl {
 
-class Mesh {
+class Mesh final : public direct::Links {
  public:
   Mesh(const GlooGroup& group, store::StoreClient& store, const GlooNetwork& network,
        const CommunicatorOptions& options);
-  ~Mesh();
+  ~Mesh() override;
   Mesh(const Mesh&) = delete;
   Mesh& operator=(const Mesh&) = delete;
 
-  int rank() const { return rank_; }
-  int size() const { return size_; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::unique_ptr<direct::Batch> batch(const char* what) override;
   std::chrono::milliseconds peer_timeout() const { return peer_timeout_; }
 
   // A fresh tag for one batch of transfers; every rank draws the same sequence.
@@ -55,38 +57,34 @@ class Mesh {
   void release_buffer(::gloo::transport::UnboundBuffer* buffer);
 
   // Throws the recorded failure or ShutdownError when the mesh is unusable.
-  void check_usable();
+  void check_usable() override { state_.check_usable(); }
   // A wait returned early: throws ShutdownError (or the recorded failure).
-  [[noreturn]] void throw_interrupted();
+  [[noreturn]] void throw_interrupted() { state_.throw_interrupted(); }
   // Records group rank `peer` as failed with gloo's `detail` during `what`, closes
   // every connection and throws PeerFailureError (see FAILURE above).
   [[noreturn]] void fail(int peer, const std::string& what, const std::string& detail);
   // The same for a failure learned elsewhere (job rank `job_rank`); does not throw.
-  void fail_from_outside(int job_rank, const std::string& message);
+  void fail_from_outside(int job_rank, const std::string& message) { state_.fail_from_outside(job_rank, message); }
   // For errors that are not a peer's fault (a bug, a bad argument deep inside):
   // closes the mesh so no transfer is left half done, then rethrows.
-  [[noreturn]] void fail_locally(std::exception_ptr error);
+  [[noreturn]] void fail_locally(std::exception_ptr error) { state_.fail_locally(error); }
 
   void abort(const std::string& reason);
 
  private:
   std::string judge(int job_rank, const std::string& what, const std::string& detail) const;
-  // Adopts the verdict, closes every connection; returns the error to throw.
-  std::exception_ptr record_failure(int job_rank, const std::string& message);
+  void close_connections();
 
   const GlooGroup group_;
   const int rank_;
   const int size_;
   const std::chrono::milliseconds peer_timeout_;
-  FailureVerdict verdict_;
   std::shared_ptr<::gloo::Context> context_;
   std::uint64_t next_slot_ = 1;
+  direct::FailureState state_;
 
-  std::mutex mutex_;
+  std::mutex mutex_;  // taken before state_'s, never after
   std::unordered_set<::gloo::transport::UnboundBuffer*> live_;
-  bool aborted_ = false;
-  std::string abort_reason_;
-  std::exception_ptr failure_;
 };
 
 }  // namespace kolo::comm::gloo_impl

@@ -1,8 +1,64 @@
-#include "comm/gloo/gloo_communicator.h"
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <unistd.h>
 
+#include "comm/gloo/gloo_communicator.h"
 #include "common/env.h"
+#include "kolo/error.h"
 
 namespace kolo::comm {
+namespace {
+
+std::string local_hostname() {
+  char buf[256] = {};
+  gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+// True when `host` resolves to a loopback address only: peers on other hosts
+// could never connect to it.
+bool resolves_to_loopback(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* result = nullptr;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &result) != 0) return false;
+  bool loopback = true;
+  for (addrinfo* ai = result; ai != nullptr; ai = ai->ai_next) {
+    if (ai->ai_family == AF_INET) {
+      auto* in = reinterpret_cast<sockaddr_in*>(ai->ai_addr);
+      if ((ntohl(in->sin_addr.s_addr) >> 24) != 127) loopback = false;
+    } else if (ai->ai_family == AF_INET6) {
+      auto* in6 = reinterpret_cast<sockaddr_in6*>(ai->ai_addr);
+      if (!IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr)) loopback = false;
+    }
+  }
+  freeaddrinfo(result);
+  return loopback;
+}
+
+// The interface's first IPv4 address, else its first IPv6 one; empty if none.
+std::string interface_address(const std::string& iface) {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return "";
+  std::string v4, v6;
+  for (ifaddrs* a = list; a != nullptr; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr || iface != a->ifa_name) continue;
+    char text[INET6_ADDRSTRLEN] = {};
+    if (a->ifa_addr->sa_family == AF_INET && v4.empty()) {
+      inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, text, sizeof text);
+      v4 = text;
+    } else if (a->ifa_addr->sa_family == AF_INET6 && v6.empty()) {
+      inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(a->ifa_addr)->sin6_addr, text, sizeof text);
+      v6 = text;
+    }
+  }
+  freeifaddrs(list);
+  return v4.empty() ? v6 : v4;
+}
+
+}  // namespace
 
 GlooNetwork GlooNetwork::from_env(bool all_local) {
   GlooNetwork network;
@@ -10,6 +66,25 @@ GlooNetwork GlooNetwork::from_env(bool all_local) {
   network.iface = env::get_string("KOLO_IFACE", "");
   network.all_local = all_local;
   return network;
+}
+
+ListenAddress listen_address(const GlooNetwork& network) {
+  if (!network.host_addr.empty()) return {network.host_addr, "KOLO_HOST_ADDR=" + network.host_addr};
+  if (!network.iface.empty()) {
+    ListenAddress a{interface_address(network.iface), "KOLO_IFACE=" + network.iface};
+    if (a.host.empty())
+      throw InvalidArgumentError("cannot use " + a.source +
+                                 " for kolo's TCP connections: no such interface, or it has no address");
+    return a;
+  }
+  if (network.all_local) return {"127.0.0.1", "loopback"};
+  ListenAddress a{local_hostname(), ""};
+  a.source = "this host's name '" + a.host + "'";
+  if (resolves_to_loopback(a.host))
+    throw InvalidArgumentError("the job spans several hosts but " + a.source +
+                               " resolves to a loopback address that other hosts cannot reach; set "
+                               "KOLO_IFACE to the network interface to use, or KOLO_HOST_ADDR to this host's address");
+  return a;
 }
 
 int GlooGroup::job_rank(int group_rank) const {

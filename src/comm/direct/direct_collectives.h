@@ -1,14 +1,19 @@
-// kolo's collective algorithms on a gloo mesh (see gloo_collectives.cc).
+// kolo's collective algorithms over any transport's point-to-point transfers
+// (see direct_collectives.cc): gloo's and kolo's own TCP share them, so both give
+// the same bits as the shared-memory communicator.
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <span>
 #include <vector>
 
-#include "comm/gloo/gloo_mesh.h"
+#include <string>
+
+#include "comm/direct/point_to_point.h"
 #include "kolo/types.h"
 
-namespace kolo::comm::gloo_impl {
+namespace kolo::comm::direct {
 
 struct Tuning {
   // Allreduce up to this many bytes: one exchange of whole inputs, every rank
@@ -18,12 +23,13 @@ struct Tuning {
   // double-buffered, which bounds the scratch memory to 2 x (size-1) rounds.
   std::size_t round_bytes = 1 << 20;
 
-  static Tuning from_env();
+  // <prefix>_SMALL_BYTES and <prefix>_ROUND_BYTES (e.g. KOLO_GLOO_SMALL_BYTES).
+  static Tuning from_env(const std::string& prefix);
 };
 
 class Collectives {
  public:
-  Collectives(Mesh& mesh, Tuning tuning) : mesh_(mesh), tuning_(tuning) {}
+  Collectives(Links& mesh, Tuning tuning) : mesh_(mesh), tuning_(tuning) {}
 
   void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op);
   void reduce_scatter(const void* send, void* recv, std::span<const std::size_t> recv_counts, DataType dtype,
@@ -39,14 +45,20 @@ class Collectives {
  private:
   void allreduce_small(const std::byte* send, std::byte* recv, std::size_t count, DataType dtype, ReduceOp op);
   // Rank j's block of `counts` (elements, offsets in `offsets`) is reduced over
-  // all ranks into out (this rank's block only).
+  // all ranks into out (this rank's block only), in rounds (see round_piece);
+  // `after_round(round)`, when given, runs once each round's piece is reduced.
   void reduce_blocks(const std::byte* send, std::byte* out, std::span<const std::size_t> counts,
-                     std::span<const std::size_t> offsets, DataType dtype, ReduceOp op, const char* what);
+                     std::span<const std::size_t> offsets, DataType dtype, ReduceOp op, const char* what,
+                     const std::function<void(std::size_t round)>& after_round = {});
+  // reduce_many in pieces, with the transport's progress() between them.
+  void reduce_progressing(std::byte* out, std::vector<const void*>& srcs, std::size_t count, DataType dtype,
+                          ReduceOp op);
   std::byte* scratch(std::size_t bytes);
+  std::size_t elements_per_round(std::size_t element_size) const;
 
-  Mesh& mesh_;
+  Links& mesh_;
   Tuning tuning_;
   std::vector<std::byte> scratch_;
 };
 
-}  // namespace kolo::comm::gloo_impl
+}  // namespace kolo::comm::direct

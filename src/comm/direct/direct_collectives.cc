@@ -1,7 +1,7 @@
-// kolo's collectives on a gloo mesh.
+// kolo's collectives on point-to-point transfers.
 //
-// Every collective is one or a few Exchanges (gloo_exchange.h): batches of
-// point-to-point transfers, posted to all peers at once and then waited for.
+// Every collective is one or a few Batches (point_to_point.h): point-to-point
+// transfers, posted to all peers at once and then waited for.
 // Direct exchanges move as many bytes per rank as a ring does ((size-1)/size of
 // the data per phase) in one round trip instead of size-1, which suits the small
 // host counts kolo's TCP path serves.
@@ -13,30 +13,31 @@
 // j. Reduce-scatter: in rounds of at most round_bytes per peer (double-buffered,
 // so the next round is on the wire while this one is reduced), every rank sends
 // each owner its piece of the owner's block, and each owner reduces the pieces of
-// all ranks in rank order with reduce_many. Allgather: every owner sends its
-// reduced block to every peer.
+// all ranks in rank order with reduce_many. Allgather: as soon as an owner has
+// reduced a round's piece it sends it to every peer, so the allgather is on the
+// wire while later rounds are reduced.
 // Either way every element is reduced once, by one rank, over all ranks in rank
 // order with the same kernel as the shared-memory communicator: every rank gets
 // the same bits, and the same bits as shm would give (float16 and bfloat16
 // accumulate in float32 and round once). gloo's own ring allreduce would also
 // give every rank the same bits, but in ring order from each segment's owner and
-// rounding at every step, so its results would depend on the transport.
+// rounding at every step, so its results would depend on the transport. (A ring
+// also needs size-1 round trips per phase where a direct exchange needs one.)
 // REDUCE_SCATTER: the reduce-scatter phase alone, with the caller's blocks.
 // ALLGATHERV / GATHERV / BROADCAST / ALLTOALLV / BARRIER: one exchange each.
 // In place: send == recv works everywhere (and for allgatherv / reduce_scatter the
 // rank's own block of the other); other overlaps take a private copy first.
-#include "comm/gloo/gloo_collectives.h"
+#include "comm/direct/direct_collectives.h"
 
 #include <algorithm>
 #include <cstring>
 #include <memory>
 
-#include "comm/gloo/gloo_exchange.h"
 #include "common/env.h"
 #include "common/reduce.h"
 #include "kolo/error.h"
 
-namespace kolo::comm::gloo_impl {
+namespace kolo::comm::direct {
 namespace {
 
 std::vector<std::size_t> even_blocks(std::size_t count, int n) {
@@ -74,17 +75,28 @@ void check_reduction(DataType dtype, ReduceOp op, const char* what) {
     throw InvalidArgumentError(std::string(what) + ": the communicator takes Sum, Min, Max or Product");
 }
 
+// A reduction runs in pieces of this size, the transport's progress() between them.
+constexpr std::size_t kReduceChunkBytes = 64 << 10;
+
+// Elements [first, first + length) of a block of `count` travel in `round`.
+std::pair<std::size_t, std::size_t> round_piece(std::size_t count, std::size_t round, std::size_t per_round) {
+  const std::size_t first = round * per_round;
+  if (first >= count) return {first, 0};
+  return {first, std::min(per_round, count - first)};
+}
+
 // Index of peer k among this rank's peers (self excluded), for scratch layouts.
 int peer_index(int k, int me) { return k < me ? k : k - 1; }
 
 }  // namespace
 
-Tuning Tuning::from_env() {
+Tuning Tuning::from_env(const std::string& prefix) {
   Tuning t;
+  const std::string small = prefix + "_SMALL_BYTES", round = prefix + "_ROUND_BYTES";
   t.small_bytes = static_cast<std::size_t>(
-      env::get_int_in("KOLO_GLOO_SMALL_BYTES", static_cast<std::int64_t>(t.small_bytes), 0, INT64_MAX));
+      env::get_int_in(small.c_str(), static_cast<std::int64_t>(t.small_bytes), 0, INT64_MAX));
   t.round_bytes = static_cast<std::size_t>(
-      env::get_int_in("KOLO_GLOO_ROUND_BYTES", static_cast<std::int64_t>(t.round_bytes), 1024, INT64_MAX));
+      env::get_int_in(round.c_str(), static_cast<std::int64_t>(t.round_bytes), 1024, INT64_MAX));
   return t;
 }
 
@@ -108,14 +120,20 @@ void Collectives::allreduce(const void* send, void* recv, std::size_t count, Dat
   const int n = mesh_.size(), me = mesh_.rank();
   auto counts = even_blocks(count, n);
   auto offsets = offsets_of(counts);
-  reduce_blocks(in, out + offsets[me] * es, counts, offsets, dtype, op, "allreduce");
-  Exchange gather(mesh_, "allreduce");
-  for (int k = 0; k < n; ++k) {
-    if (k == me) continue;
-    gather.recv(k, out + offsets[k] * es, counts[k] * es);
-    gather.send(k, out + offsets[me] * es, counts[me] * es);
-  }
-  gather.wait();
+  const std::size_t per_round = elements_per_round(es);
+  std::vector<std::unique_ptr<Batch>> gathers;
+  reduce_blocks(in, out + offsets[me] * es, counts, offsets, dtype, op, "allreduce", [&](std::size_t round) {
+    auto gather = mesh_.batch("allreduce");
+    const auto mine = round_piece(counts[me], round, per_round);
+    for (int k = 0; k < n; ++k) {
+      if (k == me) continue;
+      const auto theirs = round_piece(counts[k], round, per_round);
+      gather->recv(k, out + (offsets[k] + theirs.first) * es, theirs.second * es);
+      gather->send(k, out + (offsets[me] + mine.first) * es, mine.second * es);
+    }
+    gathers.push_back(std::move(gather));
+  });
+  for (auto& gather : gathers) gather->wait();
 }
 
 void Collectives::allreduce_small(const std::byte* in, std::byte* out, std::size_t count, DataType dtype,
@@ -123,37 +141,50 @@ void Collectives::allreduce_small(const std::byte* in, std::byte* out, std::size
   const int n = mesh_.size(), me = mesh_.rank();
   const std::size_t bytes = count * element_size(dtype);
   std::byte* inputs = scratch((n - 1) * bytes);
-  Exchange exchange(mesh_, "allreduce");
+  auto exchange = mesh_.batch("allreduce");
   for (int k = 0; k < n; ++k) {
     if (k == me) continue;
-    exchange.recv(k, inputs + peer_index(k, me) * bytes, bytes);
-    exchange.send(k, in, bytes);
+    exchange->recv(k, inputs + peer_index(k, me) * bytes, bytes);
+    exchange->send(k, in, bytes);
   }
-  exchange.wait();
+  exchange->wait();
   std::vector<const void*> srcs(n);
   for (int k = 0; k < n; ++k) srcs[k] = k == me ? in : inputs + peer_index(k, me) * bytes;
   reduce_many(out, srcs.data(), n, count, dtype, op);
 }
 
+std::size_t Collectives::elements_per_round(std::size_t es) const {
+  return std::max<std::size_t>(1, tuning_.round_bytes / es);
+}
+
+void Collectives::reduce_progressing(std::byte* out, std::vector<const void*>& srcs, std::size_t count,
+                                     DataType dtype, ReduceOp op) {
+  const std::size_t es = element_size(dtype);
+  const std::size_t chunk = std::max<std::size_t>(1, kReduceChunkBytes / es);
+  for (std::size_t done = 0; done < count; done += chunk) {
+    if (done > 0) {
+      mesh_.progress();
+      for (auto& src : srcs) src = static_cast<const std::byte*>(src) + chunk * es;
+    }
+    reduce_many(out + done * es, srcs.data(), static_cast<int>(srcs.size()), std::min(chunk, count - done), dtype, op);
+  }
+}
+
 void Collectives::reduce_blocks(const std::byte* in, std::byte* out, std::span<const std::size_t> counts,
-                                std::span<const std::size_t> offsets, DataType dtype, ReduceOp op, const char* what) {
+                                std::span<const std::size_t> offsets, DataType dtype, ReduceOp op, const char* what,
+                                const std::function<void(std::size_t round)>& after_round) {
   const int n = mesh_.size(), me = mesh_.rank();
   const std::size_t es = element_size(dtype);
-  const std::size_t per_round = std::max<std::size_t>(1, tuning_.round_bytes / es);
+  const std::size_t per_round = elements_per_round(es);
   const std::size_t longest = *std::max_element(counts.begin(), counts.end());
   const std::size_t rounds = (longest + per_round - 1) / per_round;
   if (rounds == 0) return;
   const std::size_t lane = per_round * es;  // scratch bytes per peer and round
   std::byte* pieces = scratch(2 * (n - 1) * lane);
   auto lanes_of = [&](std::size_t round) { return pieces + (round % 2) * (n - 1) * lane; };
-  // Elements [first, first + length) of block j travel in `round`.
-  auto piece = [&](int j, std::size_t round) -> std::pair<std::size_t, std::size_t> {
-    const std::size_t first = round * per_round;
-    if (first >= counts[j]) return {first, 0};
-    return {first, std::min(per_round, counts[j] - first)};
-  };
+  auto piece = [&](int j, std::size_t round) { return round_piece(counts[j], round, per_round); };
   auto post = [&](std::size_t round) {
-    auto exchange = std::make_unique<Exchange>(mesh_, what);
+    auto exchange = mesh_.batch(what);
     const auto mine = piece(me, round);
     for (int k = 0; k < n; ++k) {
       if (k == me) continue;
@@ -173,8 +204,9 @@ void Collectives::reduce_blocks(const std::byte* in, std::byte* out, std::span<c
     if (length > 0) {
       for (int k = 0; k < n; ++k)
         srcs[k] = k == me ? in + (offsets[me] + first) * es : lanes_of(round) + peer_index(k, me) * lane;
-      reduce_many(out + first * es, srcs.data(), n, length, dtype, op);
+      reduce_progressing(out + first * es, srcs, length, dtype, op);
     }
+    if (after_round) after_round(round);
     current = std::move(next);
   }
 }
@@ -214,13 +246,13 @@ void Collectives::allgatherv(const void* send, std::size_t send_bytes, void* rec
   auto* out = static_cast<std::byte*>(recv);
   std::byte* mine = out + offsets[me];
   if (send != mine && send_bytes > 0) std::memmove(mine, send, send_bytes);
-  Exchange exchange(mesh_, "allgatherv");
+  auto exchange = mesh_.batch("allgatherv");
   for (int k = 0; k < n; ++k) {
     if (k == me) continue;
-    exchange.recv(k, out + offsets[k], recv_bytes[k]);
-    exchange.send(k, mine, send_bytes);
+    exchange->recv(k, out + offsets[k], recv_bytes[k]);
+    exchange->send(k, mine, send_bytes);
   }
-  exchange.wait();
+  exchange->wait();
 }
 
 void Collectives::gatherv(const void* send, std::size_t send_bytes, void* recv,
@@ -232,33 +264,33 @@ void Collectives::gatherv(const void* send, std::size_t send_bytes, void* recv,
     throw InvalidArgumentError("gatherv: this rank sends " + std::to_string(send_bytes) + " bytes but its block is " +
                                std::to_string(recv_bytes[me]));
   mesh_.check_usable();
-  Exchange exchange(mesh_, "gatherv");
+  auto exchange = mesh_.batch("gatherv");
   if (me != root) {
-    exchange.send(root, send, send_bytes);
+    exchange->send(root, send, send_bytes);
   } else {
     auto offsets = offsets_of(recv_bytes);
     auto* out = static_cast<std::byte*>(recv);
     if (send != out + offsets[me] && send_bytes > 0) std::memmove(out + offsets[me], send, send_bytes);
     for (int k = 0; k < n; ++k) {
-      if (k != me) exchange.recv(k, out + offsets[k], recv_bytes[k]);
+      if (k != me) exchange->recv(k, out + offsets[k], recv_bytes[k]);
     }
   }
-  exchange.wait();
+  exchange->wait();
 }
 
 void Collectives::broadcast(void* buffer, std::size_t bytes, int root) {
   const int n = mesh_.size(), me = mesh_.rank();
   check_root(root, n, "broadcast");
   mesh_.check_usable();
-  Exchange exchange(mesh_, "broadcast");
+  auto exchange = mesh_.batch("broadcast");
   if (me == root) {
     for (int k = 0; k < n; ++k) {
-      if (k != me) exchange.send(k, buffer, bytes);
+      if (k != me) exchange->send(k, buffer, bytes);
     }
   } else {
-    exchange.recv(root, buffer, bytes);
+    exchange->recv(root, buffer, bytes);
   }
-  exchange.wait();
+  exchange->wait();
 }
 
 void Collectives::alltoallv(const void* send, std::span<const std::size_t> send_bytes, void* recv,
@@ -280,26 +312,26 @@ void Collectives::alltoallv(const void* send, std::span<const std::size_t> send_
     in = input_copy.data();
   }
   if (send_bytes[me] > 0) std::memmove(out + recv_offsets[me], in + send_offsets[me], send_bytes[me]);
-  Exchange exchange(mesh_, "alltoallv");
+  auto exchange = mesh_.batch("alltoallv");
   for (int k = 0; k < n; ++k) {
     if (k == me) continue;
-    exchange.recv(k, out + recv_offsets[k], recv_bytes[k]);
-    exchange.send(k, in + send_offsets[k], send_bytes[k]);
+    exchange->recv(k, out + recv_offsets[k], recv_bytes[k]);
+    exchange->send(k, in + send_offsets[k], send_bytes[k]);
   }
-  exchange.wait();
+  exchange->wait();
 }
 
 void Collectives::barrier() {
   const int n = mesh_.size(), me = mesh_.rank();
   mesh_.check_usable();
   std::vector<std::uint8_t> tokens(n, 1);
-  Exchange exchange(mesh_, "barrier");
+  auto exchange = mesh_.batch("barrier");
   for (int k = 0; k < n; ++k) {
     if (k == me) continue;
-    exchange.recv(k, &tokens[k], 1);
-    exchange.send(k, &tokens[me], 1);
+    exchange->recv(k, &tokens[k], 1);
+    exchange->send(k, &tokens[me], 1);
   }
-  exchange.wait();
+  exchange->wait();
 }
 
-}  // namespace kolo::comm::gloo_impl
+}  // namespace kolo::comm::direct

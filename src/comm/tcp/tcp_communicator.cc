@@ -1,0 +1,55 @@
+#include "comm/tcp/tcp_communicator.h"
+
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "comm/direct/direct_communicator.h"
+#include "comm/tcp/tcp_mesh.h"
+
+namespace kolo::comm {
+namespace {
+
+class TcpCommunicator final : public direct::DirectCommunicator<tcp::Mesh> {
+ public:
+  using DirectCommunicator::DirectCommunicator;
+
+  // Frames carry their length, so a self-sized block moves only its used bytes,
+  // whatever max_block is.
+  std::size_t unpadded_block_bytes() const override { return std::numeric_limits<std::uint32_t>::max(); }
+
+  void allgather_self_sized(const void* send, void* recv, std::size_t max_block) override {
+    const std::uint32_t length = self_sized_length(send, max_block, rank());
+    guarded([&] { exchange_self_sized(send, length, static_cast<std::byte*>(recv), max_block); });
+    for (int r = 0; r < size(); ++r)
+      self_sized_length(static_cast<const std::byte*>(recv) + static_cast<std::size_t>(r) * max_block, max_block, r);
+  }
+
+ private:
+  void exchange_self_sized(const void* send, std::size_t length, std::byte* recv, std::size_t max_block) {
+    mesh_.check_usable();
+    const int n = size(), me = rank();
+    std::memmove(recv + static_cast<std::size_t>(me) * max_block, send, length);
+    if (n == 1) return;
+    got_.assign(static_cast<std::size_t>(n), 0);
+    tcp::Exchange exchange(mesh_, "the negotiation step");
+    for (int k = 0; k < n; ++k) {
+      if (k == me) continue;
+      exchange.recv_any(k, recv + static_cast<std::size_t>(k) * max_block, max_block, &got_[k]);
+      exchange.send_always(k, send, length);
+    }
+    exchange.wait();
+  }
+
+  std::vector<std::size_t> got_;
+};
+
+}  // namespace
+
+std::unique_ptr<GlooCommunicator> make_tcp_communicator(const GlooGroup& group, store::StoreClient& store,
+                                                        const GlooNetwork& network, const CommunicatorOptions& options,
+                                                        const std::string& secret) {
+  return std::make_unique<TcpCommunicator>("tcp", "KOLO_TCP", group, store, network, options, secret);
+}
+
+}  // namespace kolo::comm

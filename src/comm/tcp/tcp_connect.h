@@ -1,0 +1,38 @@
+// Forming the TCP communicator's full mesh: every rank listens, publishes its
+// address in the job's store, connects to every lower rank and accepts every
+// higher one, each connection opened by the authenticated handshake
+// (tcp_handshake.h). Connections to lower ranks are made before accepting, so
+// rank r only ever waits on ranks below it that are already accepting: no cycle.
+//
+// While it accepts, a rank serves every incoming connection at once, each with
+// its own deadline: a stranger, a wrong secret, a replayed or garbled handshake,
+// or a second connection for a rank already connected is refused with a log line
+// and costs only its own socket. The listening socket closes once the mesh is
+// complete, so later strangers are refused by the kernel.
+#pragma once
+
+#include <chrono>
+#include <vector>
+
+#include "comm/gloo/gloo_communicator.h"
+#include "comm/tcp/tcp_handshake.h"
+#include "net/socket.h"
+#include "store/store.h"
+
+namespace kolo::comm::tcp {
+
+struct MeshSetup {
+  const GlooGroup* group = nullptr;
+  HandshakeKeys keys;
+  std::chrono::milliseconds connect_timeout{30000};
+  // Longest a connection may take to complete its handshake once accepted.
+  std::chrono::milliseconds handshake_timeout{5000};
+};
+
+// One connected, authenticated, non-blocking socket per peer (index = group rank;
+// this rank's own entry stays invalid). Errors: InvalidArgumentError (unusable
+// address), TimeoutError (a rank did not show up within connect_timeout),
+// PeerFailureError (a rank refused this one's proof, or failed while connecting).
+std::vector<net::Fd> connect_mesh(const MeshSetup& setup, store::StoreClient& store, const GlooNetwork& network);
+
+}  // namespace kolo::comm::tcp
