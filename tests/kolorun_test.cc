@@ -403,6 +403,30 @@ TEST_F(KolorunTest, CtrlZStopsTheRanksWithKolorun) {
   EXPECT_EQ(result.exit_code, 128 + SIGTERM) << result.err;
 }
 
+// SIGKILL leaves kolorun no chance: the ranks' children used to survive it, and
+// the job's flight directory and shared-memory files stayed. Its watchdog
+// removes them.
+TEST_F(KolorunTest, KillingKolorunLeavesNoProcessOrFileOfTheJob) {
+  const std::string body = "sleep 60 & echo $! > " + path("child.") + "$KOLO_RANK; mkdir -p /tmp/kolo-flight-$KOLO_JOB_ID; "
+                           ": > /dev/shm/kolo-$KOLO_JOB_ID-test$KOLO_RANK; echo $KOLO_JOB_ID > " + path("job.") +
+                           "$KOLO_RANK; wait";
+  KolorunProcess process(KOLORUN_PATH, {"-np", "2", "sh", "-c", body});
+  ASSERT_TRUE(wait_for_line(path("job.0"), 5s).has_value());
+  ASSERT_TRUE(wait_for_line(path("job.1"), 5s).has_value());
+  const std::string job = *wait_for_line(path("job.0"), 1s);
+  ASSERT_TRUE(fs::exists("/tmp/kolo-flight-" + job));
+  kill(process.pid(), SIGKILL);
+  process.wait(10s);
+  for (pid_t pid : read_pids(dir_, "child.")) EXPECT_TRUE(wait_until_gone(pid, 2s)) << "child " << pid << " survived";
+  const auto deadline = Clock::now() + 2s;
+  auto leftovers = [&] {
+    return fs::exists("/tmp/kolo-flight-" + job) || fs::exists("/dev/shm/kolo-" + job + "-test0") ||
+           fs::exists("/dev/shm/kolo-" + job + "-test1");
+  };
+  while (leftovers() && Clock::now() < deadline) std::this_thread::sleep_for(10ms);
+  EXPECT_FALSE(leftovers()) << "the job's flight directory or shared memory stayed";
+}
+
 TEST_F(KolorunTest, RanksInheritNoSocketOfKolorun) {
   // The store's listening socket and connections stay in kolorun.
   auto result = run_kolorun({"-np", "2", "sh", "-c", "ls -l /proc/$$/fd | grep -c socket: || true"});

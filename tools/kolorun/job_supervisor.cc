@@ -193,6 +193,7 @@ struct JobSupervisor::Impl {
       try {
         RankProcess process = spawner.spawn(spec);
         state.pid = process.pid;
+        if (settings.on_rank_started && !spec.remote) settings.on_rank_started(process.pid);
         state.label = spec.label;
         state.pipes[kStdout] = std::move(process.stdout_pipe);
         state.pipes[kStderr] = std::move(process.stderr_pipe);
