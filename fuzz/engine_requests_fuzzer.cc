@@ -1,6 +1,9 @@
 // The coordinator's parser of request lists, which arrive from every rank.
-// Property: whatever it accepts is the canonical encoding of what it returns, so
-// decode then encode gives back the input, byte for byte.
+// Properties: whatever it accepts is the canonical encoding of what it returns, so
+// decode then encode gives back the input, byte for byte; and every request it
+// accepts is one a rank may send (check_sendable), so that the call's limits and
+// the parser's cannot drift apart (tests/hostile_input_test.cc checks that what
+// may be sent, up to the limits, is accepted).
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -18,6 +21,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   } catch (const kolo::wire::WireError&) {
     return 0;
   }
+  for (const auto& r : requests) kolo::engine::check_sendable(r);  // throws: a crash here
   const auto encoded = kolo::engine::encode_requests(requests);
   FUZZ_CHECK(std::equal(encoded.begin(), encoded.end(), input.begin(), input.end()));
   FUZZ_CHECK(kolo::engine::decode_requests(encoded).size() == requests.size());

@@ -11,6 +11,7 @@
 
 #include "common/env.h"
 #include "common/wire.h"
+#include "engine/messages.h"
 #include "flight_report.h"
 #include "kolo/error.h"
 #include "store/store_messages.h"
@@ -38,6 +39,32 @@ TEST(HostileInput, EnvSecondsTooLargeIsAnError) {
   setenv("KOLO_HOSTILE_SECONDS", "1e9", 1);
   EXPECT_EQ(env::get_seconds("KOLO_HOSTILE_SECONDS", std::chrono::milliseconds(1)).count(), std::int64_t{1000000000000});
   unsetenv("KOLO_HOSTILE_SECONDS");
+}
+
+// A name past 4096 bytes was sent and broke the coordinator's message for every
+// rank. Property: a request at every limit of check_sendable is one the
+// coordinator's parser takes back unchanged, and one past any limit is refused
+// at the call (engine_requests_fuzzer checks that what the parser takes passes).
+TEST(HostileInput, RequestsUpToTheWireLimitsArriveAndPastThemAreRefused) {
+  engine::Request at_limits;
+  at_limits.name = std::string(engine::kMaxNameBytes, 'n');
+  at_limits.group = std::string(engine::kMaxNameBytes, 'g');
+  at_limits.shape = Shape(engine::kMaxDims, 1);
+  at_limits.splits = std::vector<std::int64_t>(engine::kMaxSplits, 0);
+  EXPECT_NO_THROW(engine::check_sendable(at_limits));
+  const auto decoded = engine::decode_requests(engine::encode_requests({at_limits}));
+  ASSERT_EQ(decoded.size(), 1u);
+  EXPECT_EQ(decoded[0], at_limits);
+  auto past = [&](auto change) {
+    engine::Request r = at_limits;
+    change(r);
+    EXPECT_THROW(engine::check_sendable(r), InvalidArgumentError);
+    EXPECT_THROW(engine::decode_requests(engine::encode_requests({r})), wire::WireError);
+  };
+  past([](engine::Request& r) { r.name += 'n'; });
+  past([](engine::Request& r) { r.group += 'g'; });
+  past([](engine::Request& r) { r.shape.push_back(1); });
+  past([](engine::Request& r) { r.splits.push_back(0); });
 }
 
 std::string record(const std::string& rank, const std::string& now_us = "5000000",

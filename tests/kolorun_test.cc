@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -365,6 +366,75 @@ TEST_F(KolorunTest, RanksDieWhenKolorunIsKilled) {
   auto result = process.wait(10s);
   EXPECT_EQ(result.signal, SIGKILL);
   for (pid_t pid : read_pids(dir_, "rank.")) EXPECT_TRUE(wait_until_gone(pid, 2s)) << "rank " << pid << " survived";
+}
+
+// Processes a rank left running, in its group or out of it (setsid), used to
+// outlive kolorun under PID 1 (the group kill of a rank that ended can also race
+// with its children's death): none may be there once kolorun has exited.
+TEST_F(KolorunTest, NoProcessOfTheJobOutlivesKolorun) {
+  const std::string body = "sleep 60 & echo $! > " + path("child.") + "$KOLO_RANK; setsid sleep 60 & echo $! > " +
+                           path("session.") + "$KOLO_RANK; sleep 0.3; if [ $KOLO_RANK = 1 ]; then exit 3; fi; exit 0";
+  auto result = run_kolorun({"-np", "3", "sh", "-c", body});
+  EXPECT_EQ(result.exit_code, 3) << result.err;
+  auto left = read_pids(dir_, "child.");
+  auto sessions = read_pids(dir_, "session.");
+  EXPECT_EQ(left.size(), 3u);
+  EXPECT_EQ(sessions.size(), 3u);
+  left.insert(left.end(), sessions.begin(), sessions.end());
+  for (pid_t pid : left) EXPECT_FALSE(process_alive(pid)) << pid << " outlived kolorun";
+}
+
+// Ctrl-Z (SIGTSTP) stopped kolorun but not the ranks, which lead groups of their
+// own; they stop with it, and go on with it.
+TEST_F(KolorunTest, CtrlZStopsTheRanksWithKolorun) {
+  KolorunProcess process(KOLORUN_PATH, {"-np", "2", "sh", "-c", "echo $$ > " + path("rank.") + "$KOLO_RANK; exec sleep 60"});
+  ASSERT_TRUE(wait_for_line(path("rank.0"), 5s).has_value());
+  ASSERT_TRUE(wait_for_line(path("rank.1"), 5s).has_value());
+  const auto ranks = read_pids(dir_, "rank.");
+  auto state = [](pid_t pid) {
+    std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+    const auto close = stat.rfind(')');
+    return close == std::string::npos || close + 2 >= stat.size() ? '?' : stat[close + 2];
+  };
+  auto all_in = [&](char wanted, std::vector<pid_t> pids) {
+    const auto deadline = Clock::now() + 5s;
+    while (Clock::now() < deadline) {
+      if (std::all_of(pids.begin(), pids.end(), [&](pid_t p) { return state(p) == wanted; })) return true;
+      std::this_thread::sleep_for(10ms);
+    }
+    return false;
+  };
+  kill(process.pid(), SIGTSTP);
+  EXPECT_TRUE(all_in('T', {ranks[0], ranks[1], process.pid()}));
+  kill(process.pid(), SIGCONT);
+  EXPECT_TRUE(all_in('S', {ranks[0], ranks[1]}));
+  kill(process.pid(), SIGTERM);
+  auto result = process.wait(10s);
+  EXPECT_EQ(result.exit_code, 128 + SIGTERM) << result.err;
+}
+
+// SIGKILL leaves kolorun no chance: the ranks' children used to survive it, and
+// the job's flight directory and shared-memory files stayed. Its watchdog
+// removes them.
+TEST_F(KolorunTest, KillingKolorunLeavesNoProcessOrFileOfTheJob) {
+  const std::string body = "sleep 60 & echo $! > " + path("child.") + "$KOLO_RANK; mkdir -p /tmp/kolo-flight-$KOLO_JOB_ID; "
+                           ": > /dev/shm/kolo-$KOLO_JOB_ID-test$KOLO_RANK; echo $KOLO_JOB_ID > " + path("job.") +
+                           "$KOLO_RANK; wait";
+  KolorunProcess process(KOLORUN_PATH, {"-np", "2", "sh", "-c", body});
+  ASSERT_TRUE(wait_for_line(path("job.0"), 5s).has_value());
+  ASSERT_TRUE(wait_for_line(path("job.1"), 5s).has_value());
+  const std::string job = *wait_for_line(path("job.0"), 1s);
+  ASSERT_TRUE(fs::exists("/tmp/kolo-flight-" + job));
+  kill(process.pid(), SIGKILL);
+  process.wait(10s);
+  for (pid_t pid : read_pids(dir_, "child.")) EXPECT_TRUE(wait_until_gone(pid, 2s)) << "child " << pid << " survived";
+  const auto deadline = Clock::now() + 2s;
+  auto leftovers = [&] {
+    return fs::exists("/tmp/kolo-flight-" + job) || fs::exists("/dev/shm/kolo-" + job + "-test0") ||
+           fs::exists("/dev/shm/kolo-" + job + "-test1");
+  };
+  while (leftovers() && Clock::now() < deadline) std::this_thread::sleep_for(10ms);
+  EXPECT_FALSE(leftovers()) << "the job's flight directory or shared memory stayed";
 }
 
 TEST_F(KolorunTest, RanksInheritNoSocketOfKolorun) {

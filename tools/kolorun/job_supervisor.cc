@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "heartbeat_sender.h"
+#include "leftovers.h"
 #include "flight_report.h"
 #include "output_relay.h"
 
@@ -192,6 +193,7 @@ struct JobSupervisor::Impl {
       try {
         RankProcess process = spawner.spawn(spec);
         state.pid = process.pid;
+        if (settings.on_rank_started && !spec.remote) settings.on_rank_started(process.pid);
         state.label = spec.label;
         state.pipes[kStdout] = std::move(process.stdout_pipe);
         state.pipes[kStderr] = std::move(process.stderr_pipe);
@@ -266,6 +268,12 @@ struct JobSupervisor::Impl {
     for (int sig : signals.drain()) {
       if (sig == SIGCHLD) {
         reap_exited();
+      } else if (sig == SIGTSTP) {
+        // Ctrl-Z reaches only the terminal's foreground group, kolorun's: each
+        // rank leads a group of its own. They stop with kolorun and go on with it.
+        signal_running(SIGSTOP);
+        ::raise(SIGSTOP);
+        signal_running(SIGCONT);
       } else if (sig == SIGUSR1) {
         if (!settings.flight_dir.empty() && !flight_deadline) {
           report("received SIGUSR1; asking every rank for its flight record");
@@ -393,10 +401,20 @@ struct JobSupervisor::Impl {
     if (settings.timeout) job_deadline = Clock::now() + *settings.timeout;
     for (const auto& spec : specs)
       if (spec.remote && !heartbeats) heartbeats = std::make_unique<HeartbeatSender>(settings.heartbeat_interval);
+    become_subreaper();
     start_ranks(specs);
     while (any_running() || any_stream_open()) {
       poll_once();
       check_deadlines(Clock::now());
+    }
+    // No process of the job outlives kolorun: what the ranks left (their
+    // groups were killed as each ended) is kolorun's now, and goes.
+    const auto stuck = remove_leftovers(settings.kill_grace);
+    if (!stuck.empty()) {
+      std::string pids;
+      for (pid_t pid : stuck) pids += (pids.empty() ? "" : ", ") + std::to_string(pid);
+      report("processes the job left could not be killed within " + seconds_text(settings.kill_grace) +
+             " (--kill-grace): pid(s) " + pids);
     }
     // Every rank ended before the records were due: whatever was written is in.
     if (flight_deadline) records_are_in();

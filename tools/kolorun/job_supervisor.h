@@ -23,7 +23,10 @@
 // thread sends remote ranks' heartbeats.
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -49,6 +52,9 @@ struct SupervisorSettings {
   std::string flight_dir;
   int size = 0;
   std::chrono::milliseconds flight_wait{1000};
+  // Called with each local rank's process group as it starts (job_watchdog.h); a
+  // remote rank's local process is its --remote-exec, which cleans up its host.
+  std::function<void(pid_t)> on_rank_started;
 };
 
 class JobSupervisor {

@@ -11,6 +11,7 @@
 #include "host_address.h"
 #include "host_plan.h"
 #include "job_supervisor.h"
+#include "job_watchdog.h"
 #include "launch_error.h"
 #include "mpi_launch.h"
 #include "options.h"
@@ -149,6 +150,8 @@ int run_launcher(const std::vector<std::string>& args) {
   // Flight records go where the user said, or to a directory of this job's.
   const char* user_flight_dir = std::getenv("KOLO_FLIGHT_RECORDER_DIR");
   job.flight_dir = user_flight_dir && *user_flight_dir ? user_flight_dir : "/tmp/kolo-flight-" + job.job_id;
+  // Before the store's thread: the watchdog is forked from a process of one thread.
+  JobWatchdog watchdog(job.job_id, user_flight_dir && *user_flight_dir ? "" : job.flight_dir);
   kolo::store::StoreServer store(job.secret, endpoint.address, 0);
   job.store_addr = endpoint.address + ":" + std::to_string(store.port());
   if (options.mpi) return run_mpi(options, plan, job, signals, endpoint.reason);
@@ -156,6 +159,7 @@ int run_launcher(const std::vector<std::string>& args) {
   SupervisorSettings settings = supervisor_settings(options);
   settings.flight_dir = job.flight_dir;
   settings.size = plan.size;
+  settings.on_rank_started = [&watchdog](pid_t group) { watchdog.watch_group(group); };
   JobSupervisor supervisor(*spawner, signals, settings);
   if (options.verbose) {
     supervisor.report("job " + job.job_id + ": " + program_path + ", store at " + job.store_addr + " (" +

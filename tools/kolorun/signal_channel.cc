@@ -19,6 +19,7 @@ sigset_t handled_signals() {
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGHUP);
   sigaddset(&set, SIGUSR1);  // forwarded to the ranks: flight records
+  sigaddset(&set, SIGTSTP);  // Ctrl-Z: the ranks stop with kolorun
   return set;
 }
 
