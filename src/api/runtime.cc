@@ -52,7 +52,10 @@ bool g_initializing = false;  // an init() is building a session outside the loc
 // the child.
 std::atomic<bool> g_forked{false};  // in such a child only, never cleared; read without the lock
 int g_forked_rank = -1;          // the parent's rank, -1 when init() had not finished
-Session* g_inherited = nullptr;  // the parent's session, kept reachable and never destroyed
+// The parent's session, kept reachable and never destroyed. Never read: `used`
+// keeps the compiler from dropping the store, which would leave the session
+// unreachable (a leak to LeakSanitizer in every forked child).
+[[gnu::used]] Session* g_inherited = nullptr;
 
 void prepare_fork() { g_mutex.lock(); }
 void parent_after_fork() { g_mutex.unlock(); }
