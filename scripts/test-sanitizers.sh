@@ -51,8 +51,12 @@ for run in "$@"; do
       ctest --test-dir build-asan -j2 --output-on-failure --timeout 900 -E "^(InstallAndFindPackage|$mpi_tests)\$"
       # The MPI tests apart: OpenMPI never frees what MPI_Init allocates, so their
       # leak reports are suppressed, narrowly (see the file), with the full stacks
-      # that the suppressions need (slower, hence not for every test).
-      LSAN_OPTIONS=suppressions=$PWD/scripts/sanitizers/openmpi.lsan.supp:fast_unwind_on_malloc=0 \
+      # that the suppressions need (slower, hence not for every test). use_tls=0:
+      # GCC 12's LeakSanitizer crashes ("Tracer caught signal 11") scanning a
+      # dynamic-TLS range with a garbage bound in one of four mpirun ranks (seen
+      # in every run of MpiLaunch.PublicApiUnderMpirunWithoutKolorun); these
+      # processes' TLS is not scanned for pointers, which can only add reports.
+      LSAN_OPTIONS=suppressions=$PWD/scripts/sanitizers/openmpi.lsan.supp:fast_unwind_on_malloc=0:use_tls=0 \
         ctest --test-dir build-asan -j2 --output-on-failure --timeout 900 -R "^($mpi_tests)\$"
       echo "test-sanitizers: asan+ubsan tests passed in $((SECONDS - started)) s"
       ;;
