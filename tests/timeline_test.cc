@@ -138,20 +138,23 @@ TEST(Timeline, UnwritablePathIsAClearError) {
   }, options);
 }
 
-// A timeline that cannot be written used to end as truncated JSON without a word.
-TEST(Timeline, UnwritableFromTheStartFailsInit) {
+// A job of one whose KOLO_TIMELINE is `path`: init() must fail with `fragment`.
+void expect_init_fails(const std::string& path, const std::string& fragment) {
   SpawnOptions options;
-  options.env["KOLO_TIMELINE"] = "/dev/full";
-  run_ranks(1, [](int) {
+  options.env["KOLO_TIMELINE"] = path;
+  run_ranks(1, [&](int) {
     try {
       kolo::init();
       ADD_FAILURE() << "init succeeded";
       kolo::shutdown();
     } catch (const InvalidArgumentError& e) {
-      EXPECT_NE(std::string(e.what()).find("No space left on device"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
     }
   }, options);
 }
+
+// A timeline that cannot be written is an error at init(), not truncated JSON.
+TEST(Timeline, UnwritableFromTheStartFailsInit) { expect_init_fails("/dev/full", "No space left on device"); }
 
 // A disk that fills during the job (here a file size limit): the rank says so
 // once, the job goes on, and the trace is valid JSON up to where it stopped.
@@ -194,17 +197,7 @@ TEST(Timeline, ASymbolicLinkAtThePathIsRefused) {
   const auto link = temp_path("kolo-timeline-link");
   std::ofstream(target) << "precious";
   std::filesystem::create_symlink(target, link);
-  SpawnOptions options;
-  options.env["KOLO_TIMELINE"] = link;
-  run_ranks(1, [](int) {
-    try {
-      kolo::init();
-      ADD_FAILURE() << "init succeeded";
-      kolo::shutdown();
-    } catch (const InvalidArgumentError& e) {
-      EXPECT_NE(std::string(e.what()).find("symbolic link"), std::string::npos) << e.what();
-    }
-  }, options);
+  expect_init_fails(link, "symbolic link");
   std::ifstream in(target);
   EXPECT_EQ(std::string((std::istreambuf_iterator<char>(in)), {}), "precious");
   std::filesystem::remove(link);

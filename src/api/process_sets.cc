@@ -40,9 +40,9 @@ std::vector<int> checked_members(const std::vector<std::vector<int>>& lists, int
   std::vector<int> ranks = lists[0];
   std::sort(ranks.begin(), ranks.end());
   if (ranks.empty()) throw InvalidArgumentError("add_process_set: a process set needs at least one rank");
-  if (std::adjacent_find(ranks.begin(), ranks.end()) != ranks.end())
-    throw InvalidArgumentError("add_process_set: rank " + std::to_string(*std::adjacent_find(ranks.begin(), ranks.end())) +
-                               " appears twice in " + describe_ranks(lists[0]));
+  if (auto twice = std::adjacent_find(ranks.begin(), ranks.end()); twice != ranks.end())
+    throw InvalidArgumentError("add_process_set: rank " + std::to_string(*twice) + " appears twice in " +
+                               describe_ranks(lists[0]));
   if (ranks.front() < 0 || ranks.back() >= job_size)
     throw InvalidArgumentError("add_process_set: " + describe_ranks(lists[0]) + " names a rank outside 0.." +
                                std::to_string(job_size - 1));
