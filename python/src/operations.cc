@@ -39,17 +39,6 @@ ReduceOp reduce_op(int op) {
                              "; use Average, Sum, Min, Max or Product");
 }
 
-Tensor view(const at::Tensor& tensor, const char* role) {
-  torch::detail::check_supported(tensor);
-  if (!tensor.is_contiguous())
-    throw InvalidArgumentError(std::string(role) + " must be contiguous (call .contiguous() first)");
-  Tensor view;
-  view.data = tensor.data_ptr();
-  view.dtype = torch::to_kolo_dtype(tensor.scalar_type());
-  view.shape.assign(tensor.sizes().begin(), tensor.sizes().end());
-  return view;
-}
-
 at::Tensor splits_tensor(const std::vector<std::int64_t>& splits) {
   at::Tensor t = at::empty({static_cast<std::int64_t>(splits.size())}, at::TensorOptions().dtype(at::kInt));
   auto* out = t.data_ptr<std::int32_t>();
@@ -157,9 +146,9 @@ at::Tensor allreduce(const at::Tensor& input, bool in_place, const Name& name, i
                      double postscale, int set) {
   release_finished();
   const AllreduceOptions options = allreduce_options(name, op, prescale, postscale, set);
-  const Tensor in = view(input, "tensor");
+  const Tensor in = torch::view_of(input);
   at::Tensor output = in_place ? input : new_output(in);
-  const Tensor out = in_place ? in : view(output, "output");
+  const Tensor out = in_place ? in : torch::view_of(output);
   Handle handle = started([&] { return detail::start_allreduce(in, out, options, Location::current()); });
   finish(handle, {input, output});
   return output;
@@ -169,9 +158,9 @@ Pending allreduce_async(const at::Tensor& input, bool in_place, const Name& name
                         double postscale, int set) {
   release_finished();
   const AllreduceOptions options = allreduce_options(name, op, prescale, postscale, set);
-  const Tensor in = view(input, "tensor");
+  const Tensor in = torch::view_of(input);
   at::Tensor output = in_place ? input : new_output(in);
-  Handle handle = in_place ? kolo::allreduce_async(in, options) : kolo::allreduce_async(in, view(output, "output"), options);
+  Handle handle = in_place ? kolo::allreduce_async(in, options) : kolo::allreduce_async(in, torch::view_of(output), options);
   return std::make_unique<PendingOperation>(std::move(handle), Tensors{input, output}, Result::Tensor, output);
 }
 
@@ -183,7 +172,7 @@ Pending grouped_allreduce_async(const Tensors& tensors, const Name& name, int op
                            ProcessSet{set}};
   std::vector<Tensor> views;
   views.reserve(tensors.size());
-  for (const auto& t : tensors) views.push_back(view(t, "every tensor of a group"));
+  for (const auto& t : tensors) views.push_back(torch::view_of(t));
   Handle handle = kolo::grouped_allreduce_async(views, options);
   return std::make_unique<PendingOperation>(std::move(handle), tensors, Result::Tensors);
 }
@@ -191,7 +180,7 @@ Pending grouped_allreduce_async(const Tensors& tensors, const Name& name, int op
 at::Tensor allgather(const at::Tensor& input, const Name& name, int set) {
   release_finished();
   const CollectiveOptions options = collective_options("allgather", name, set);
-  const Tensor in = view(input, "tensor");
+  const Tensor in = torch::view_of(input);
   Handle handle = started([&] { return detail::start_allgather(in, options, Location::current()); });
   finish(handle, {input});
   return torch::detail::from_buffer(handle.take_output());
@@ -199,7 +188,7 @@ at::Tensor allgather(const at::Tensor& input, const Name& name, int set) {
 
 Pending allgather_async(const at::Tensor& input, const Name& name, int set) {
   release_finished();
-  Handle handle = kolo::allgather_async(view(input, "tensor"), collective_options("allgather", name, set));
+  Handle handle = kolo::allgather_async(torch::view_of(input), collective_options("allgather", name, set));
   return std::make_unique<PendingOperation>(std::move(handle), Tensors{input}, Result::Output);
 }
 
@@ -207,21 +196,21 @@ Pending allgather_async(const at::Tensor& input, const Name& name, int set) {
 void broadcast(const at::Tensor& tensor, int root, const Name& name, int set) {
   release_finished();
   const CollectiveOptions options = collective_options("broadcast", name, set);
-  const Tensor t = view(tensor, "tensor");
+  const Tensor t = torch::view_of(tensor);
   Handle handle = started([&] { return detail::start_broadcast(t, root, options, Location::current()); });
   finish(handle, {tensor});
 }
 
 Pending broadcast_async(const at::Tensor& tensor, int root, const Name& name, int set) {
   release_finished();
-  Handle handle = kolo::broadcast_async(view(tensor, "tensor"), root, collective_options("broadcast", name, set));
+  Handle handle = kolo::broadcast_async(torch::view_of(tensor), root, collective_options("broadcast", name, set));
   return std::make_unique<PendingOperation>(std::move(handle), Tensors{tensor}, Result::Tensor, tensor);
 }
 
 py::tuple alltoall(const at::Tensor& input, std::vector<std::int64_t> splits, const Name& name, int set) {
   release_finished();
   const CollectiveOptions options = collective_options("alltoall", name, set);
-  const Tensor in = view(input, "tensor");
+  const Tensor in = torch::view_of(input);
   Handle handle =
       started([&] { return detail::start_alltoall(in, std::move(splits), options, Location::current()); });
   finish(handle, {input});
@@ -231,7 +220,7 @@ py::tuple alltoall(const at::Tensor& input, std::vector<std::int64_t> splits, co
 
 Pending alltoall_async(const at::Tensor& input, std::vector<std::int64_t> splits, const Name& name, int set) {
   release_finished();
-  Handle handle = kolo::alltoall_async(view(input, "tensor"), std::move(splits), collective_options("alltoall", name, set));
+  Handle handle = kolo::alltoall_async(torch::view_of(input), std::move(splits), collective_options("alltoall", name, set));
   return std::make_unique<PendingOperation>(std::move(handle), Tensors{input}, Result::Alltoall);
 }
 
@@ -239,7 +228,7 @@ at::Tensor reducescatter(const at::Tensor& input, int op, const Name& name, int 
   release_finished();
   const ReduceOp reduce = reduce_op(op);
   const CollectiveOptions options = collective_options("reducescatter", name, set);
-  const Tensor in = view(input, "tensor");
+  const Tensor in = torch::view_of(input);
   Handle handle =
       started([&] { return detail::start_reducescatter(in, reduce, options, Location::current()); });
   finish(handle, {input});
@@ -248,7 +237,7 @@ at::Tensor reducescatter(const at::Tensor& input, int op, const Name& name, int 
 
 Pending reducescatter_async(const at::Tensor& input, int op, const Name& name, int set) {
   release_finished();
-  Handle handle = kolo::reducescatter_async(view(input, "tensor"), reduce_op(op), collective_options("reducescatter", name, set));
+  Handle handle = kolo::reducescatter_async(torch::view_of(input), reduce_op(op), collective_options("reducescatter", name, set));
   return std::make_unique<PendingOperation>(std::move(handle), Tensors{input}, Result::Output);
 }
 

@@ -76,7 +76,7 @@ at::Tensor from_buffer(Buffer buffer) {
 kolo::Tensor view_of(const at::Tensor& tensor) {
   detail::check_supported(tensor);
   if (!tensor.is_contiguous()) {
-    throw InvalidArgumentError("kolo::torch::view_of needs a contiguous tensor (call .contiguous() first)");
+    throw InvalidArgumentError("kolo needs a contiguous tensor here (call .contiguous() first)");
   }
   kolo::Tensor view;
   view.data = tensor.data_ptr();
