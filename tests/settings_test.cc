@@ -5,10 +5,16 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "api/known_settings.h"
 #include "harness/multiprocess.h"
 #include "kolo/kolo.h"
 
@@ -41,6 +47,13 @@ TEST(Settings, BadValuesFailInitNamingVariableValueAndWhatIsAllowed) {
         {"KOLO_FUSION_THRESHOLD", "-1"},
         {"KOLO_STALL_CHECK_TIME", "-2"},
         {"KOLO_FLIGHT_RECORDER_SIZE", "99999999999"},
+        // The transports' settings, which this one-rank job never reads otherwise.
+        {"KOLO_SHM_SLOT_BYTES", "abc"},
+        {"KOLO_SHM_SMALL_BYTES", "-1"},
+        {"KOLO_TCP_SMALL_BYTES", "abc"},
+        {"KOLO_TCP_SPIN_US", "5000000"},  // clamped to a second
+        {"KOLO_GLOO_ROUND_BYTES", "12"},
+        {"KOLO_MPI_SPIN_US", "-1"},
     };
     for (const auto& [name, value] : bad) {
       setenv(name.c_str(), value.c_str(), 1);
@@ -81,6 +94,59 @@ TEST(Settings, SettingsThatDifferAcrossRanksFailInitOnEveryRankAlike) {
     EXPECT_EQ(x, 3.0f);
     kolo::shutdown();
   }, {.timeout = std::chrono::seconds(60)});
+}
+
+TEST(Settings, UnknownNamesGetAWarningWithTheClosestKnownName) {
+  const char* environment[] = {"PATH=/usr/bin", "KOLO_FUSION_THRESOLD=1", "KOLO_RANK=0", "KOLO_TOTALLY_ELSE=1",
+                               "KOLO_LOG_LEVEL=debug", nullptr};
+  const auto warnings = detail::unknown_setting_warnings(environment);
+  ASSERT_EQ(warnings.size(), 2u);
+  EXPECT_EQ(warnings[0],
+            "KOLO_FUSION_THRESOLD is not a kolo setting and is ignored (did you mean KOLO_FUSION_THRESHOLD?)");
+  EXPECT_EQ(warnings[1], "KOLO_TOTALLY_ELSE is not a kolo setting and is ignored");
+  EXPECT_TRUE(detail::unknown_setting_warnings(environment + 2).size() == 1);
+}
+
+TEST(Settings, InitWarnsAboutAMisspeltSetting) {
+  run_ranks(1, [](int) {
+    setenv("KOLO_CYCLE_TME", "0.001", 1);
+    ::testing::internal::CaptureStderr();
+    kolo::init();
+    kolo::shutdown();
+    const auto err = ::testing::internal::GetCapturedStderr();
+    unsetenv("KOLO_CYCLE_TME");
+    EXPECT_NE(err.find("warning: KOLO_CYCLE_TME is not a kolo setting and is ignored (did you mean KOLO_CYCLE_TIME?)"),
+              std::string::npos)
+        << err;
+  }, {.use_store = false});
+}
+
+// A name the sources read but the list lacks would get the warning although kolo
+// reads it. Names built from a prefix (KOLO_TCP + _SMALL_BYTES) show up as the prefix.
+TEST(Settings, EveryNameTheSourcesUseIsKnown) {
+  namespace fs = std::filesystem;
+  const std::regex literal("[\"'](KOLO_[A-Z0-9_]+)");
+  const auto& known = detail::known_settings();
+  std::size_t files = 0;
+  for (const char* folder : {"src", "tools", "python", "include"}) {
+    for (const auto& entry : fs::recursive_directory_iterator(fs::path(KOLO_SOURCE_DIR) / folder)) {
+      const auto ext = entry.path().extension();
+      if (!entry.is_regular_file() || (ext != ".cc" && ext != ".h" && ext != ".py")) continue;
+      ++files;
+      std::ifstream in(entry.path());
+      std::stringstream text;
+      text << in.rdbuf();
+      const std::string content = text.str();
+      for (std::sregex_iterator m(content.begin(), content.end(), literal), end; m != end; ++m) {
+        const std::string name = (*m)[1];
+        const bool listed = std::any_of(known.begin(), known.end(), [&](std::string_view k) {
+          return k == name || (k.substr(0, name.size()) == name && k[name.size()] == '_');
+        });
+        EXPECT_TRUE(listed) << name << " in " << entry.path() << " is not in detail::known_settings()";
+      }
+    }
+  }
+  EXPECT_GT(files, 100u);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "api/topology.h"
 #include "api/communicator_choice.h"
 #include "api/process_set_table.h"
+#include "api/known_settings.h"
 #include "api/settings_check.h"
 #include "common/env.h"
 #include "common/logging.h"
@@ -122,6 +123,7 @@ std::unique_ptr<Session> start_session() {
   session->topology = topology_from_env();
   const Topology& t = session->topology;
   log::set_rank(t.size > 1 ? t.rank : -1);
+  detail::warn_about_unknown_settings();
   const int generation = g_generation++;
   session->generation = generation;
   auto start_timeout = env::get_timeout("KOLO_START_TIMEOUT", std::chrono::seconds(30));

@@ -1,5 +1,6 @@
 #include "api/settings_check.h"
 
+#include "comm/transport_settings.h"
 #include "common/logging.h"
 #include "common/mapping_cache.h"
 #include "common/shareable_memory.h"
@@ -10,6 +11,7 @@ void check_late_settings() {
   log::check_level_setting();
   MappingCache::limit_from_env();
   wants_shareable(false);  // parses KOLO_SHAREABLE_BUFFERS
+  comm::check_transport_settings();
 }
 
 }  // namespace kolo::detail

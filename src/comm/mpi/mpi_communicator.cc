@@ -27,6 +27,11 @@
 namespace kolo::comm {
 namespace {
 
+// KOLO_MPI_SMALL_BYTES: allreduce up to this size in one MPI_Allreduce call.
+std::size_t small_bytes_from_env() {
+  return static_cast<std::size_t>(env::get_int_in("KOLO_MPI_SMALL_BYTES", 64 * 1024, 0, INT64_MAX));
+}
+
 using mpi_impl::check_mpi;
 using mpi_impl::ReductionOps;
 
@@ -65,7 +70,7 @@ class MpiCommunicator final : public Communicator {
  public:
   explicit MpiCommunicator(const CommunicatorOptions& options)
       : waiter_(mpi_impl::PollPolicy::from_env(), options.peer_timeout),
-        small_bytes_(static_cast<std::size_t>(env::get_int_in("KOLO_MPI_SMALL_BYTES", 64 * 1024, 0, INT64_MAX))) {
+        small_bytes_(small_bytes_from_env()) {
     mpi_impl::ensure_mpi_initialized();
     check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
@@ -270,6 +275,11 @@ class MpiCommunicator final : public Communicator {
 }  // namespace
 
 bool mpi_available() { return true; }
+
+void check_mpi_settings() {
+  mpi_impl::PollPolicy::from_env();
+  small_bytes_from_env();
+}
 
 std::unique_ptr<Communicator> make_mpi_communicator(const CommunicatorOptions& options) {
   return std::make_unique<MpiCommunicator>(options);

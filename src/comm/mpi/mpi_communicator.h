@@ -19,4 +19,8 @@ bool mpi_available();
 // KOLO_MPI_SMALL_BYTES (mpi_wait.h, mpi_communicator.cc).
 std::unique_ptr<Communicator> make_mpi_communicator(const CommunicatorOptions& options);
 
+// Reads the tunables above, so that a bad value fails init() even in a job that
+// does not use MPI.
+void check_mpi_settings();
+
 }  // namespace kolo::comm

@@ -292,9 +292,9 @@ class ShmCommunicator final : public Communicator {
 
 shm::SegmentConfig config_from_env(int size) {
   shm::SegmentConfig config;
-  auto slot = env::get_int("KOLO_SHM_SLOT_BYTES", static_cast<std::int64_t>(kDefaultSlotBytes));
-  auto small = env::get_int("KOLO_SHM_SMALL_BYTES", static_cast<std::int64_t>(kDefaultSmallBytes));
-  auto mapped = env::get_int("KOLO_SHM_MAPPED_BYTES", static_cast<std::int64_t>(kDefaultMappedBytes));
+  auto slot = env::get_int_in("KOLO_SHM_SLOT_BYTES", static_cast<std::int64_t>(kDefaultSlotBytes), 4096, INT64_MAX);
+  auto small = env::get_int_in("KOLO_SHM_SMALL_BYTES", static_cast<std::int64_t>(kDefaultSmallBytes), 0, INT64_MAX);
+  auto mapped = env::get_int_in("KOLO_SHM_MAPPED_BYTES", static_cast<std::int64_t>(kDefaultMappedBytes), 0, INT64_MAX);
   // Every rank needs at least a few cache lines per peer in a slot (the
   // per-peer sub-slots of reduce_scatter and alltoallv) and room for the
   // alltoallv size table.
@@ -303,17 +303,17 @@ shm::SegmentConfig config_from_env(int size) {
     throw InvalidArgumentError("KOLO_SHM_SLOT_BYTES=" + std::to_string(slot) + " is too small for " +
                                std::to_string(size) + " ranks (minimum " + std::to_string(min_slot) + ")");
   }
-  if (small < 0) throw InvalidArgumentError("KOLO_SHM_SMALL_BYTES must not be negative");
-  if (mapped < 0) throw InvalidArgumentError("KOLO_SHM_MAPPED_BYTES must not be negative (0 turns the path off)");
   config.mapped_bytes = mapped == 0 ? SIZE_MAX : static_cast<std::size_t>(mapped);
   // Tests only: start the step counters close to 2^32 to exercise wraparound.
-  config.first_step = static_cast<std::uint32_t>(env::get_int("KOLO_SHM_FIRST_STEP", 0));
+  config.first_step = static_cast<std::uint32_t>(env::get_int_in("KOLO_SHM_FIRST_STEP", 0, 0, UINT32_MAX));
   config.slot_bytes = static_cast<std::size_t>(slot) / shm::kPageSize * shm::kPageSize;
   config.small_bytes = std::min(static_cast<std::size_t>(small), config.slot_bytes);
   return config;
 }
 
 }  // namespace
+
+void check_shm_settings() { config_from_env(1); }
 
 std::unique_ptr<Communicator> make_shm_communicator(int rank, int size, const std::string& job_id,
                                                     const CommunicatorOptions& options) {

@@ -27,4 +27,8 @@ namespace kolo::comm {
 std::unique_ptr<Communicator> make_shm_communicator(int rank, int size, const std::string& job_id,
                                                     const CommunicatorOptions& options);
 
+// Reads the tunables above as rank 0 would (for one rank), so that a bad value
+// fails init() even in a job that never builds this communicator.
+void check_shm_settings();
+
 }  // namespace kolo::comm

@@ -27,14 +27,13 @@ constexpr int kMaxIov = 32;
 // A receive of unknown length takes at most this much past its capacity.
 constexpr std::uint64_t kMaxOverflow = 1ull << 30;
 
-std::chrono::nanoseconds spin_from_env() {
-  const auto us = env::get_int("KOLO_TCP_SPIN_US", 50);
-  return std::chrono::microseconds(std::clamp<std::int64_t>(us, 0, 1000000));
-}
-
 std::string errno_text(int err) { return std::strerror(err); }
 
 }  // namespace
+
+std::chrono::nanoseconds spin_from_env() {
+  return std::chrono::microseconds(env::get_int_in("KOLO_TCP_SPIN_US", 50, 0, 1000000));
+}
 
 Mesh::Mesh(const GlooGroup& group, store::StoreClient& store, const GlooNetwork& network,
            const CommunicatorOptions& options, const std::string& secret)

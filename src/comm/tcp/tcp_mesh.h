@@ -61,6 +61,10 @@ struct Transfer {
   std::size_t* unfinished = nullptr;  // the batch's count, decremented on completion
 };
 
+// KOLO_TCP_SPIN_US (0 to 1,000,000; default 50): how long a wait spins before it
+// sleeps in poll().
+std::chrono::nanoseconds spin_from_env();
+
 class Mesh final : public direct::Links {
  public:
   // `secret`: the job's, which every connection must prove (tcp_handshake.h).
