@@ -10,6 +10,11 @@
 
 namespace kolo::engine {
 
+// The bytes of this rank's input of a tensor.
+inline std::size_t input_bytes(DataType dtype, const Shape& shape) {
+  return static_cast<std::size_t>(num_elements(shape)) * element_size(dtype);
+}
+
 // A blocking allreduce as the public API received it, for Engine::express: views
 // of the caller's objects, nothing copied (building a Request costs allocations).
 struct AllreduceCall {
