@@ -50,9 +50,9 @@ class Engine {
 
   // The express path of a blocking allreduce: in the steady state of a loop of
   // blocking allreduces (nothing else pending on this rank, the operation cached),
-  // the calling thread runs the negotiation step itself, without queue, entry or
-  // handle; an operation small enough rides in the step (KOLO_EAGER_BYTES), a
-  // larger one is reduced by one collective right after it.
+  // the calling thread runs the cycle itself with its operation in the step,
+  // without queue, entry or handle; an operation small enough rides in the step
+  // (KOLO_EAGER_BYTES), a larger one is reduced by one collective right after it.
   //  - NotApplicable: nothing was done; submit the operation as usual.
   //  - Done: the output holds the result.
   //  - Pending: the step ran but did not finish the operation (a peer was not
@@ -186,7 +186,7 @@ class Engine {
   std::vector<std::set<std::string>::node_type> spare_names_;
 
   // Whoever runs cycles holds cycle_mutex_: the background thread, or a user thread
-  // in drive(). Everything below it belongs to the holder.
+  // in drive() or express(). Everything below it belongs to the holder.
   std::mutex cycle_mutex_;
   std::atomic<bool> finished_{false};  // the engine has stopped; cycles are over
   std::atomic<std::uint64_t> cycles_{0};  // cycles run so far, by any thread

@@ -50,7 +50,7 @@ struct Entry {
   void* output = nullptr;  // allreduce and broadcast write here (equal to input when in place)
   std::shared_ptr<detail::OpState> state;
   std::chrono::steady_clock::time_point submitted_at{};
-  std::chrono::steady_clock::time_point accepted_at{};  // taken by the background thread
+  std::chrono::steady_clock::time_point accepted_at{};  // taken into a cycle
   std::uint64_t seq = 0;  // in the flight recorder
 };
 
