@@ -132,7 +132,9 @@ void Engine::offer(CallerOp* op) {
     if (!fits(cache_.response(pending.first), agreement_.eager_bytes(), size_)) continue;
     chosen = &pending;
   }
-  if (chosen) offer(chosen->first, chosen->second->input, input_bytes(chosen->second->request.dtype, chosen->second->request.shape));
+  if (!chosen) return;
+  const Request& request = chosen->second->request;
+  offer(chosen->first, chosen->second->input, input_bytes(request.dtype, request.shape));
 }
 
 void Engine::offer(std::uint32_t bit, const void* input, std::size_t bytes) {

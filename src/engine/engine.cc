@@ -212,13 +212,27 @@ void Engine::stop_with(std::exception_ptr reason) {
 }
 
 Engine::Express Engine::express(const AllreduceCall& call, std::shared_ptr<detail::OpState>& pending) {
-  CallerOp op{call.name, OpType::Allreduce, input_bytes(call.dtype, call.shape), call.input, call.output, nullptr, &call, &pending};
+  CallerOp op{.name = call.name,
+              .op = OpType::Allreduce,
+              .bytes = input_bytes(call.dtype, call.shape),
+              .input = call.input,
+              .output = call.output,
+              .entry = nullptr,
+              .call = &call,
+              .pending = &pending};
   return express(op);
 }
 
 Engine::Express Engine::express(Entry& entry) {
   const Request& request = entry.request;
-  CallerOp op{request.name, request.op, input_bytes(request.dtype, request.shape), entry.input, entry.output, &entry, nullptr, nullptr};
+  CallerOp op{.name = request.name,
+              .op = request.op,
+              .bytes = input_bytes(request.dtype, request.shape),
+              .input = entry.input,
+              .output = entry.output,
+              .entry = &entry,
+              .call = nullptr,
+              .pending = nullptr};
   return express(op);
 }
 
