@@ -41,7 +41,7 @@ class Executor {
   // differ): every rank's fits the agreement step's payload when this does.
   static std::size_t largest_input_bytes(const Response& response, int size);
 
-  // When the phases of the last run() began and ended, for the timeline.
+  // When the phases of the last run() or run_one() began and ended, for the timeline.
   struct Phases {
     std::chrono::steady_clock::time_point start, comm_start, comm_end, end;
     bool fused = false;
