@@ -32,7 +32,7 @@ export KOLO_TEST_TIME_SCALE=${KOLO_TEST_TIME_SCALE:-4}
 
 mpi_tests='(Mpi(Launch|Worker)|KolorunMpi)\..*'
 # ctest names are Suite.Test (or Prefix/Suite.Test/Param for parameterized ones).
-tsan_suites='Fork|Settings|EngineBehaviour|EngineExpress|EngineExpressOps|EngineEager|MappingCache|ShareableMemory|ShmInPlace|CollectivesSweep|CollectiveErrors|ShmCommunicator|NetworkCommunicator|NetworkSizes|Tcp[A-Za-z]*|HierarchicalCommunicator|StallInspector|Timeline|FlightRecorder|ProcessSets|Store[A-Za-z]*|Failure'
+tsan_suites='Fork|Settings|EngineBehaviour|EngineRoutes|EngineExpress|EngineExpressOps|EngineEager|MappingCache|ShareableMemory|ShmInPlace|CollectivesSweep|CollectiveErrors|ShmCommunicator|NetworkCommunicator|NetworkSizes|Tcp[A-Za-z]*|HierarchicalCommunicator|StallInspector|Timeline|FlightRecorder|ProcessSets|Store[A-Za-z]*|Failure'
 
 build() {  # dir sanitizers
   local started=$SECONDS

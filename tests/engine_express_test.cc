@@ -1,7 +1,10 @@
-// The express path of a blocking allreduce (Engine::express): a cached allreduce
-// small enough for the agreement step runs in that one step on the calling thread,
-// without queue, entry or handle; anything else is left to the ordinary path, and
-// a step that does not finish the operation hands it over as an ordinary one.
+// The express path of a blocking call (Engine::express): a cached operation runs
+// in its caller's own cycle, without queue (and, for an allreduce, without entry
+// or handle), in one collective when the step carries it and otherwise in its
+// step and one collective more; anything else is left to the ordinary path, and a
+// step that does not finish the operation hands it over as an ordinary one, or,
+// when every rank carried it, finishes it in the rest of the cycle. That the
+// results are every other route's is engine_routes_test.cc.
 // Engines run on real shared-memory communicators in real processes; a forwarding
 // communicator counts their collectives.
 #include <gtest/gtest.h>
@@ -13,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "harness/counted_engine.h"
+#include "engine_routes.h"
 #include "harness/time_bound.h"
 #include "kolo/error.h"
 
@@ -21,39 +24,6 @@ namespace kolo::testing {
 namespace {
 
 using namespace std::chrono_literals;
-using Express = engine::Engine::Express;
-
-struct Call {
-  std::string name;
-  std::vector<float> in, out;
-  ReduceOp op = ReduceOp::Sum;
-  double prescale = 1.0, postscale = 1.0;
-  Shape shape() const { return {static_cast<std::int64_t>(in.size())}; }
-};
-
-// Runs `call` through the express path; a Pending operation is waited for.
-// NotApplicable did nothing, so it is tried once more a moment later: a background
-// thread that started while the test submitted its first operation may have run
-// that cycle and still hold it (the express path never waits for the cycle).
-Express express(engine::Engine& engine, Call& call) {
-  const Shape shape = call.shape();
-  const engine::AllreduceCall view{call.name, call.in.data(), call.out.data(), DataType::Float32,
-                                   shape,     call.op,        call.prescale,   call.postscale};
-  std::shared_ptr<detail::OpState> pending;
-  Express outcome = engine.express(view, pending);
-  if (outcome == Express::NotApplicable) {
-    std::this_thread::sleep_for(20ms);
-    outcome = engine.express(view, pending);
-  }
-  EXPECT_EQ(outcome == Express::Pending, pending != nullptr);
-  if (pending) wait(engine, pending);
-  return outcome;
-}
-
-// The ordinary path: a first call fills the response cache.
-void ordinary(engine::Engine& engine, Call& call) {
-  allreduce(engine, call.name, call.in, call.out, call.op, call.prescale, call.postscale);
-}
 
 TEST(EngineExpress, ACachedSmallAllreduceIsDoneInOneCollective) {
   run_ranks(2, [](int rank) {
@@ -67,22 +37,6 @@ TEST(EngineExpress, ACachedSmallAllreduceIsDoneInOneCollective) {
       EXPECT_EQ(comm->collectives() - before, 1);
       EXPECT_EQ(call.out, (std::vector<float>{static_cast<float>(1 + 2 * step), 0.5f}));
     }
-  }, no_store());
-}
-
-TEST(EngineExpress, ResultsAreBitForBitThoseOfTheOrdinaryPath) {
-  run_ranks(3, [](int rank) {
-    auto [engine, comm] = make_counted_engine(rank, 64);
-    const std::vector<float> in = {1.0f / (rank + 3), static_cast<float>(rank) - 0.7f, 1e-3f * rank};
-    Call avg{"avg", in, std::vector<float>(3), ReduceOp::Average};
-    Call scaled{"scaled", in, std::vector<float>(3), ReduceOp::Sum, 0.5, 3.0};
-    ordinary(*engine, avg);
-    ordinary(*engine, scaled);
-    const std::vector<float> expected_avg = avg.out, expected_scaled = scaled.out;
-    ASSERT_EQ(express(*engine, avg), Express::Done);
-    ASSERT_EQ(express(*engine, scaled), Express::Done);
-    EXPECT_EQ(avg.out, expected_avg);
-    EXPECT_EQ(scaled.out, expected_scaled);
   }, no_store());
 }
 
@@ -253,6 +207,121 @@ TEST(EngineExpress, APeerThatDiesDuringTheStepIsAnErrorNotAHang) {
     // The engine has stopped: later calls fail at once.
     EXPECT_EQ(express(*engine, x), Express::NotApplicable);
     EXPECT_THROW(ordinary(*engine, x), Error);
+  }, no_store());
+}
+
+// The largest input any rank gives `ops_of(rank, size)[index]`.
+std::size_t largest_input(int size, std::size_t index) {
+  std::size_t largest = 0;
+  for (int r = 0; r < size; ++r) largest = std::max(largest, ops_of(r, size)[index].data.size() * sizeof(float));
+  return largest;
+}
+
+// With every rank's input within the eager bytes the step carries the inputs and
+// is the whole operation; otherwise one collective follows it. Either way the
+// results are the ordinary path's, bit for bit.
+TEST(EngineExpressOps, EachCachedOperationIsItsStepAloneOrItsStepAndOneCollective) {
+  run_ranks(3, [](int rank) {
+    // 40: the alltoall's inputs (36 to 60 bytes) fit on some ranks only.
+    for (const std::size_t eager : {std::size_t{0}, std::size_t{40}, std::size_t{64}}) {
+      auto [engine, comm] = make_counted_engine(rank, eager, "-" + std::to_string(eager));
+      auto ops = ops_of(rank, 3);
+      for (std::size_t k = 0; k < ops.size(); ++k) {
+        Op& op = ops[k];
+        const std::vector<float> input = op.data;
+        const std::vector<std::byte> expected = run_ordinary(*engine, op);
+        const bool carried = eager > 0 && largest_input(3, k) <= eager;
+        for (int round = 0; round < 3; ++round) {
+          op.data = input;
+          const int before = comm->collectives();
+          std::vector<std::byte> result;
+          ASSERT_EQ(run_express(*engine, op, result), Express::Done) << op.request.name << ", round " << round;
+          EXPECT_EQ(comm->collectives() - before, carried ? 1 : 2) << op.request.name << ", eager bytes " << eager;
+          EXPECT_EQ(result, expected) << op.request.name << ", eager bytes " << eager << ", round " << round;
+        }
+      }
+    }
+  }, no_store());
+}
+
+TEST(EngineExpressOps, DoesNotApplyToWhatTheCacheDoesNotHold) {
+  run_ranks(2, [](int rank) {
+    auto [engine, comm] = make_counted_engine(rank, 64);
+    Op op = ops_of(rank, 2).front();  // allgather
+    std::vector<std::byte> result;
+    const int at_start = comm->collectives();  // the engine's start agrees on the settings
+    EXPECT_EQ(run_express(*engine, op, result), Express::NotApplicable);  // not cached yet
+    EXPECT_EQ(comm->collectives(), at_start);
+    run_ordinary(*engine, op);
+    Op reshaped = op;
+    reshaped.request.shape = {op.request.shape[0], 1};
+    reshaped.data.resize(static_cast<std::size_t>(op.request.shape[0]));
+    EXPECT_EQ(run_express(*engine, reshaped, result), Express::NotApplicable);  // cached with another shape
+    EXPECT_EQ(run_express(*engine, op, result), Express::Done);
+  }, no_store());
+}
+
+// Rank 1 brings a new operation besides the allgather to the step rank 0 runs
+// express: the step ends in a coordinator round, so it does not finish the
+// allgather there; rank 0's allgather becomes an ordinary operation (Pending),
+// done in that same cycle.
+TEST(EngineExpressOps, AStepThatDoesNotFinishTheOperationHandsItOver) {
+  run_ranks(2, [](int rank) {
+    auto [engine, comm] = make_counted_engine(rank, 64);
+    Op gather = ops_of(rank, 2).front();
+    std::vector<float> in = {1.0f + rank}, out = {0.0f};
+    const std::vector<std::byte> expected = run_ordinary(*engine, gather);
+    if (rank == 0) {
+      std::vector<std::byte> result;
+      EXPECT_EQ(run_express(*engine, gather, result), Express::Pending);
+      EXPECT_EQ(result, expected);
+      allreduce(*engine, "fresh", in, out);
+    } else {
+      auto fresh = submit_allreduce(*engine, "fresh", in, out);
+      std::vector<engine::Entry> entries{gather.entry()};
+      auto state = entries.front().state;
+      engine->submit(entries, false);
+      wait(*engine, state);
+      EXPECT_EQ(result_of(gather, state), expected);
+      wait(*engine, fresh);
+    }
+    EXPECT_EQ(out, std::vector<float>{3.0f});
+  }, no_store());
+}
+
+// As a blocking API call runs it: the express path, else the ordinary one.
+std::vector<std::byte> run_blocking(engine::Engine& engine, Op& op, Express& outcome) {
+  engine::Entry entry = op.entry();
+  auto state = entry.state;
+  outcome = engine.express(entry);
+  if (outcome == Express::NotApplicable) return run_ordinary(engine, op);
+  wait(engine, state);
+  return result_of(op, state);
+}
+
+// Every rank carries the same operation in a step that does not finish it,
+// because rank 0 asks for a stall check in it (about every 100 ms here): the
+// rest of that cycle finishes the carried operation from the gathered inputs as
+// what it is (not as an allreduce), with the ordinary path's results.
+TEST(EngineExpressOps, ACarriedOperationInAStepWithAStallCheckFinishesAsWhatItIs) {
+  run_ranks(2, [](int rank) {
+    CountedEngineOptions options;
+    options.eager_bytes = 1024;
+    options.stall_check_time = 400ms;
+    auto [engine, comm] = make_counted_engine(rank, options);
+    std::vector<Op> ops = ops_of(rank, 2);
+    std::vector<std::vector<std::byte>> expected;
+    for (Op& op : ops) expected.push_back(run_ordinary(*engine, op));
+    int pending = 0;
+    for (int round = 0; round < 60; ++round) {
+      for (std::size_t i = 0; i < ops.size(); ++i) {
+        Express outcome;
+        ASSERT_EQ(run_blocking(*engine, ops[i], outcome), expected[i]) << ops[i].request.name << ", round " << round;
+        pending += outcome == Express::Pending;
+      }
+      std::this_thread::sleep_for(10ms);
+    }
+    if (rank == 0) EXPECT_GE(pending, 1);  // the case this test is about did occur
   }, no_store());
 }
 

@@ -29,15 +29,11 @@ void check_tensor(const Tensor& t, const char* role, const std::string& name) {
                                " elements");
 }
 
-// Set while a blocking call submits: it waits right away and so drives the
-// engine's cycles itself (Engine::drive); waking the background thread would only
-// add a context switch.
-thread_local bool t_caller_waits = false;
-
-struct CallerWaits {
-  CallerWaits() { t_caller_waits = true; }
-  ~CallerWaits() { t_caller_waits = false; }
-};
+// Who waits for an operation. A blocking call (Caller) waits right away and so
+// drives the engine's cycles itself (Engine::drive): waking the background
+// thread would only add a context switch. An asynchronous one (Handle) may be
+// waited for much later, so the background thread runs it.
+enum class Waiter { Handle, Caller };
 
 std::string name_for(const std::string& given, const char* op, const Location& where) {
   return given.empty() ? auto_name(op, where) : given;
@@ -58,8 +54,8 @@ Request describe(std::string name, OpType op, const Tensor& t) {
 // drops its reference after completing the operation, and a background thread
 // that completed it may still hold it for a moment, in which case this takes a
 // new one.
-std::shared_ptr<detail::OpState> new_state(const std::string& name, int parts = 1) {
-  if (!t_caller_waits) return std::make_shared<detail::OpState>(name, parts);
+std::shared_ptr<detail::OpState> new_state(const std::string& name, int parts, Waiter waiter) {
+  if (waiter != Waiter::Caller) return std::make_shared<detail::OpState>(name, parts);
   thread_local std::shared_ptr<detail::OpState> reusable;
   if (reusable && reusable.use_count() == 1) {
     // Pairs with the release in the other holder's reference drop.
@@ -72,35 +68,34 @@ std::shared_ptr<detail::OpState> new_state(const std::string& name, int parts = 
 }
 
 // The entries are moved from.
-Handle submit(std::span<Entry> entries, const ProcessSet& set) {
+Handle submit(std::span<Entry> entries, const ProcessSet& set, Waiter waiter) {
   auto engine = runtime::engine(set);
   auto state = entries.front().state;
   state->engine = engine;
-  engine->submit(entries, !t_caller_waits);
-  t_caller_waits = false;
+  engine->submit(entries, /*wake=*/waiter != Waiter::Caller);
   return Handle(state);
 }
 
-Handle submit(Request request, const void* input, void* output, const ProcessSet& set) {
-  auto state = new_state(request.name);
+Handle submit(Request request, const void* input, void* output, const ProcessSet& set,
+              Waiter waiter = Waiter::Handle) {
+  auto state = new_state(request.name, 1, waiter);
   Entry entry{std::move(request), input, output, std::move(state)};
-  return submit({&entry, 1}, set);
+  return submit({&entry, 1}, set, waiter);
 }
 
 // A blocking allgather, broadcast, alltoall or reducescatter: the engine's express
 // path when it applies (the operation cached, nothing else pending), else
-// submitted as usual. The Handle is complete, or about to be waited on. The
-// caller holds CallerWaits.
+// submitted as usual. The Handle is complete, or about to be waited on.
 Handle run_blocking(Request request, const void* input, void* output, const ProcessSet& set) {
   auto engine = runtime::engine(set);
-  auto state = new_state(request.name);
+  auto state = new_state(request.name, 1, Waiter::Caller);
   Entry entry{std::move(request), input, output, state};
   switch (engine->express(entry)) {
     case engine::Engine::Express::Done:
     case engine::Engine::Express::Pending: state->engine = engine; return Handle(std::move(state));
     case engine::Engine::Express::NotApplicable: break;
   }
-  return submit({&entry, 1}, set);
+  return submit({&entry, 1}, set, Waiter::Caller);
 }
 
 void check_reduction(const AllreduceOptions& o, const std::string& name) {
@@ -153,8 +148,7 @@ Handle detail::start_allreduce(const Tensor& input, const Tensor& output, const 
     case engine::Engine::Express::Pending: pending->engine = engine; return Handle(std::move(pending));
     case engine::Engine::Express::NotApplicable: break;
   }
-  CallerWaits waits;
-  return submit(call.request(), input.data, output.data, options.process_set);
+  return submit(call.request(), input.data, output.data, options.process_set, Waiter::Caller);
 }
 
 namespace {
@@ -183,11 +177,14 @@ void allreduce(const Tensor& input, const Tensor& output, const AllreduceOptions
   run_allreduce(input, output, options, where);
 }
 
-Handle grouped_allreduce_async(std::span<const Tensor> tensors, const AllreduceOptions& options, Location where) {
+namespace {
+
+Handle start_grouped_allreduce(std::span<const Tensor> tensors, const AllreduceOptions& options,
+                               const Location& where, Waiter waiter) {
   auto group = name_for(options.name, "grouped_allreduce", where);
   if (tensors.empty()) throw InvalidArgumentError("grouped allreduce '" + group + "' has no tensors");
   check_reduction(options, group);
-  auto state = new_state(group, static_cast<int>(tensors.size()));
+  auto state = new_state(group, static_cast<int>(tensors.size()), waiter);
   std::vector<Entry> entries;
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     auto name = group + "." + std::to_string(i);
@@ -197,12 +194,17 @@ Handle grouped_allreduce_async(std::span<const Tensor> tensors, const AllreduceO
     r.group_size = static_cast<std::int32_t>(tensors.size());
     entries.push_back(Entry{std::move(r), tensors[i].data, tensors[i].data, state});
   }
-  return submit(entries, options.process_set);
+  return submit(entries, options.process_set, waiter);
+}
+
+}  // namespace
+
+Handle grouped_allreduce_async(std::span<const Tensor> tensors, const AllreduceOptions& options, Location where) {
+  return start_grouped_allreduce(tensors, options, where, Waiter::Handle);
 }
 
 void grouped_allreduce(std::span<const Tensor> tensors, const AllreduceOptions& options, Location where) {
-  CallerWaits waits;
-  grouped_allreduce_async(tensors, options, where).wait();
+  start_grouped_allreduce(tensors, options, where, Waiter::Caller).wait();
 }
 
 namespace {
@@ -249,7 +251,6 @@ Handle allgather_async(const Tensor& input, const CollectiveOptions& options, Lo
 }
 
 Handle detail::start_allgather(const Tensor& input, const CollectiveOptions& options, const Location& where) {
-  CallerWaits waits;
   return run_blocking(allgather_request(input, options, where), input.data, nullptr, options.process_set);
 }
 
@@ -263,7 +264,6 @@ Handle broadcast_async(const Tensor& tensor, int root, const CollectiveOptions& 
 
 Handle detail::start_broadcast(const Tensor& tensor, int root, const CollectiveOptions& options,
                                const Location& where) {
-  CallerWaits waits;
   return run_blocking(broadcast_request(tensor, root, options, where), tensor.data, tensor.data, options.process_set);
 }
 
@@ -279,7 +279,6 @@ Handle alltoall_async(const Tensor& input, std::vector<std::int64_t> splits, con
 
 Handle detail::start_alltoall(const Tensor& input, std::vector<std::int64_t> splits, const CollectiveOptions& options,
                               const Location& where) {
-  CallerWaits waits;
   return run_blocking(alltoall_request(input, std::move(splits), options, where), input.data, nullptr,
                       options.process_set);
 }
@@ -295,7 +294,6 @@ Handle reducescatter_async(const Tensor& input, ReduceOp op, const CollectiveOpt
 
 Handle detail::start_reducescatter(const Tensor& input, ReduceOp op, const CollectiveOptions& options,
                                    const Location& where) {
-  CallerWaits waits;
   return run_blocking(reducescatter_request(input, op, options, where), input.data, nullptr, options.process_set);
 }
 
@@ -307,8 +305,7 @@ Handle detail::start_barrier(const CollectiveOptions& options, const Location& w
   Request r;
   r.name = name_for(options.name, "barrier", where);
   r.op = OpType::Barrier;
-  CallerWaits waits;
-  return submit(std::move(r), nullptr, nullptr, options.process_set);
+  return submit(std::move(r), nullptr, nullptr, options.process_set, Waiter::Caller);
 }
 
 void barrier(const CollectiveOptions& options, Location where) { detail::start_barrier(options, where).wait(); }
@@ -317,8 +314,7 @@ Handle detail::start_join() {
   Request r;
   r.name = "kolo.join";
   r.op = OpType::Join;
-  CallerWaits waits;
-  return submit(std::move(r), nullptr, nullptr, global_process_set);
+  return submit(std::move(r), nullptr, nullptr, global_process_set, Waiter::Caller);
 }
 
 int join() { return detail::start_join().last_joined_rank(); }

@@ -4,7 +4,8 @@
 // Contract for every implementation:
 //  - All ranks call the same sequence of operations with agreeing arguments; the
 //    engine guarantees this through negotiation. A rank that breaks it is a bug.
-//  - Calls are made from one thread (the engine's background thread).
+//  - Calls are made by one thread at a time, not always the same one (whichever
+//    runs the engine's cycle: docs/thread_model.md).
 //  - Results of allreduce/reduce_scatter are bitwise identical on every rank.
 //  - No call waits forever: a dead or stalled peer turns into PeerFailureError
 //    (naming the rank) within the peer timeout, and abort() from any thread makes

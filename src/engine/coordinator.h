@@ -1,4 +1,4 @@
-// The coordinator: runs on rank 0's background thread. It collects every rank's
+// The coordinator: runs in rank 0's cycles (whichever thread runs them). It collects every rank's
 // requests, decides which operations are ready (submitted by every rank that has
 // not joined), validates that the ranks agree, and answers with an ordered list
 // of responses that every rank then executes in the same order.

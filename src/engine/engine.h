@@ -1,12 +1,10 @@
-// The engine: one background thread per process that negotiates and executes
-// every collective. Threading model:
-//  - User threads only call submit() (and read Handles): they append to a queue
-//    under `mutex_` and never touch the communicator.
-//  - The background thread owns everything else (entries, cache, coordinator,
-//    executor, communicator) and runs one negotiation cycle after another.
-//  - shutdown() asks the thread to stop; the ranks agree on it in the next cycle,
-//    every pending operation fails with ShutdownError, and the thread exits.
-// The cycle itself is described in engine.cc and docs/architecture.md.
+// The engine of one process set: negotiates and executes every collective of
+// this rank, through a cycle that the background thread and a waiting caller
+// run alike. Which thread may touch what is written once, in
+// docs/thread_model.md; the cycle is described in cycle.cc and
+// docs/architecture.md. Files: engine.cc (the thread, submission, driving),
+// cycle.cc (the cycle), coordinator_round.cc (the coordinator's round and the
+// stall reports).
 #pragma once
 
 #include <atomic>
@@ -15,6 +13,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <span>
 #include <string>
@@ -51,9 +50,9 @@ class Engine {
 
   // The express path of a blocking allreduce: in the steady state of a loop of
   // blocking allreduces (nothing else pending on this rank, the operation cached),
-  // the calling thread runs the negotiation step itself, without queue, entry or
-  // handle; an operation small enough rides in the step (KOLO_EAGER_BYTES), a
-  // larger one is reduced by one collective right after it.
+  // the calling thread runs the cycle itself with its operation in the step,
+  // without queue, entry or handle; an operation small enough rides in the step
+  // (KOLO_EAGER_BYTES), a larger one is reduced by one collective right after it.
   //  - NotApplicable: nothing was done; submit the operation as usual.
   //  - Done: the output holds the result.
   //  - Pending: the step ran but did not finish the operation (a peer was not
@@ -91,6 +90,27 @@ class Engine {
   int size() const { return size_; }
 
  private:
+  // The operation a waiting caller brings to a cycle it runs itself (express):
+  // it rides in the cycle's agreement step without being queued, and becomes an
+  // entry only when that step does not finish it.
+  struct CallerOp {
+    const std::string& name;
+    OpType op;
+    std::size_t bytes;  // this rank's input
+    const void* input;
+    void* output;
+    Entry* entry;                                // any kind but allreduce: moved into the engine on hand-over
+    const AllreduceCall* call;                   // an allreduce: the call, no entry
+    std::shared_ptr<detail::OpState>* pending;   // an allreduce handed over: its new state
+    // Filled by the cycle.
+    std::uint32_t bit = 0;  // its cache bit
+    bool carried = false;   // its input rides in the step
+    std::uint64_t seq = 0;  // its flight record
+    std::chrono::steady_clock::time_point started{};  // the step's start, for the timeline
+    Express outcome = Express::NotApplicable;
+  };
+
+  // engine.cc: the thread and driving.
   void loop();
   // The timeline this rank writes at `path`, or null when it writes none.
   std::unique_ptr<Timeline> timeline_at(std::string path) const;
@@ -99,39 +119,49 @@ class Engine {
   void cycle_once();
   // Fails everything and finishes the engine (after a cycle threw or the job ended).
   void stop_with(std::exception_ptr reason);
-  // One negotiation cycle; false when the job is shutting down.
+  void fail_everything(std::exception_ptr error);
+  // Both express paths: runs the caller's cycle if the cycle is free, nothing
+  // else is queued or pending, and the operation is cached.
+  Express express(CallerOp& op);
+
+  // cycle.cc: the cycle.
+  // One negotiation cycle of the background thread or a driving caller; false
+  // when the job is shutting down.
   bool run_cycle();
-  // What follows the agreement step of a cycle (steps c to e); `progressed`: the
-  // cycle already took new operations. False when the job is shutting down.
-  bool settle(bool progressed);
+  // The agreement step and what follows it, with the caller's operation or
+  // without; `progressed`: the cycle already took new operations.
+  bool step(CallerOp* op, bool shutting_down, bool progressed);
   // This rank's agreement vector for the next step: its header, and every cache
   // bit valid; the caller raises the ready bits (and clears invalidated ones).
   std::uint8_t* begin_agreement(bool no_uncached, bool no_shutdown, bool busy);
-  // Both express paths: takes the cycle if it is free and nothing is pending,
-  // runs one agreement step with the operation's cache bit (`find_bit`) ready and
-  // its payload carried when `offer(bit)` says so, then `finish(bit, true, seq)`
-  // runs the operation, or `finish(bit, false, seq)` makes it an entry
-  // (materialize); `seq` is its flight record.
-  template <class FindBit, class Offer, class Finish>
-  Express express_step(const std::string& name, OpType op, std::size_t bytes, FindBit find_bit, Offer offer,
-                       Finish finish);
-  // Whether the step just exchanged finishes the express operation of `bit`
-  // (`carried`: its input rode in the step).
-  bool step_finishes(std::uint32_t bit, bool carried) const;
-  // Makes an express operation the ordinary entry the agreement step announced.
-  void materialize(Entry entry, std::uint32_t bit, std::uint64_t seq);
+  // The cache bit of the caller's operation, if the cache holds it as it is.
+  std::optional<std::uint32_t> cached_bit(const CallerOp& op) const;
+  // Puts one ready cached operation into the step: the caller's, or else the
+  // lowest pending one that fits.
+  void offer(CallerOp* op);
+  void offer(std::uint32_t bit, const void* input, std::size_t bytes);
+  // Whether the step just exchanged finishes the caller's operation.
+  bool step_finishes(const CallerOp& op) const;
+  // Finishes the caller's operation in its own step.
+  void finish(CallerOp& op);
+  // Makes the caller's operation the ordinary entry the step announced.
+  void hand_over(CallerOp& op);
+  // What follows the agreement step (steps c to e). False when the job is
+  // shutting down.
+  bool settle(bool progressed);
   void accept(Entry entry);
-  std::vector<Response> coordinate();
   void execute(const std::vector<Response>& responses, bool store_in_cache);
+  // Finishes the pending operation every rank carried in the agreement step.
+  void execute_carried(std::uint32_t bit);
   void complete(const std::string& name, std::exception_ptr error);
   void complete(EntryMap::iterator it, std::exception_ptr error);
-  void fail_everything(std::exception_ptr error);
   void requeue_evicted();
-  // Puts one ready cached allreduce into this cycle's agreement step.
-  void offer_eager();
-  // Finishes the operation every rank carried in the agreement step.
-  void execute_eager(std::uint32_t bit);
   void record(const std::vector<const Response*>& batch);
+  void record(const std::string& name, OpType op, std::chrono::steady_clock::time_point submitted,
+              std::chrono::steady_clock::time_point accepted, const std::string& detail);
+
+  // coordinator_round.cc: the coordinator's round and the stall reports.
+  std::vector<Response> coordinate();
   bool stall_check_due();
   void inspect_stalls();
 
@@ -156,7 +186,7 @@ class Engine {
   std::vector<std::set<std::string>::node_type> spare_names_;
 
   // Whoever runs cycles holds cycle_mutex_: the background thread, or a user thread
-  // in drive(). Everything below it belongs to the holder.
+  // in drive() or express(). Everything below it belongs to the holder.
   std::mutex cycle_mutex_;
   std::atomic<bool> finished_{false};  // the engine has stopped; cycles are over
   std::atomic<std::uint64_t> cycles_{0};  // cycles run so far, by any thread

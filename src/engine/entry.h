@@ -10,6 +10,11 @@
 
 namespace kolo::engine {
 
+// The bytes of this rank's input of a tensor.
+inline std::size_t input_bytes(DataType dtype, const Shape& shape) {
+  return static_cast<std::size_t>(num_elements(shape)) * element_size(dtype);
+}
+
 // A blocking allreduce as the public API received it, for Engine::express: views
 // of the caller's objects, nothing copied (building a Request costs allocations).
 struct AllreduceCall {
@@ -45,7 +50,7 @@ struct Entry {
   void* output = nullptr;  // allreduce and broadcast write here (equal to input when in place)
   std::shared_ptr<detail::OpState> state;
   std::chrono::steady_clock::time_point submitted_at{};
-  std::chrono::steady_clock::time_point accepted_at{};  // taken by the background thread
+  std::chrono::steady_clock::time_point accepted_at{};  // taken into a cycle
   std::uint64_t seq = 0;  // in the flight recorder
 };
 

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "common/reduce.h"
+#include "engine/reduction.h"
 #include "kolo/error.h"
 
 namespace kolo::engine {
@@ -70,13 +71,19 @@ void Executor::run(const std::vector<const Response*>& batch, EntryMap& entries)
   if (phases_.comm_end < phases_.comm_start) phases_.comm_end = phases_.end;
 }
 
-void Executor::run_one(const Response& response, Entry& entry, const std::vector<const void*>* gathered) {
+void Executor::run_one(const Response& response, Operand operand, const std::vector<const void*>* gathered) {
   phases_ = Phases{};
   stamp(phases_.start);
   phases_.comm_start = phases_.start;
-  run_single(response, entry, gathered);
+  if (response.op != OpType::Allreduce) {
+    run_single(response, *operand.entry, gathered);
+  } else if (gathered) {
+    reduce_gathered(response, operand.output, *gathered);
+  } else {
+    reduce_direct(response, operand.input, operand.output);
+  }
   stamp(phases_.end);
-  phases_.comm_end = phases_.end;
+  if (phases_.comm_end < phases_.comm_start) phases_.comm_end = phases_.end;
 }
 
 std::size_t Executor::largest_input_bytes(const Response& response, int size) {
@@ -109,21 +116,11 @@ std::byte* Executor::fusion_buffer(std::size_t bytes) {
   return fusion_.data();
 }
 
-void Executor::finish_reduction(void* data, std::size_t count, DataType dtype, ReduceOp op, double postscale) {
-  if (op == ReduceOp::Average && !is_floating_point(dtype)) {
-    divide_integer(data, count, dtype, comm_.size());
-    return;
-  }
-  double factor = postscale;
-  if (op == ReduceOp::Average) factor /= comm_.size();
-  if (factor != 1.0) scale(data, count, dtype, factor);
-}
-
 void Executor::allreduce(const std::vector<const Response*>& batch, EntryMap& entries) {
   const Response& first = *batch.front();
   const DataType dtype = first.dtype;
   const std::size_t esize = element_size(dtype);
-  const ReduceOp wire_op = first.reduce_op == ReduceOp::Average ? ReduceOp::Sum : first.reduce_op;
+  const Reduction reduction(first, comm_.size());
 
   // Every name of the batch with its local entry (null when this rank has joined).
   struct Part {
@@ -145,7 +142,7 @@ void Executor::allreduce(const std::vector<const Response*>& batch, EntryMap& en
   // communicator that takes a list of buffers as they are; to others, through the
   // fusion buffer so that the communicator is called once.
   const bool direct = parts.size() == 1 && parts[0].entry != nullptr;
-  if (!direct && first.prescale == 1.0 && comm_.reduces_regions()) {
+  if (!direct && !reduction.prescales() && comm_.reduces_regions()) {
     std::vector<comm::Region> regions;
     regions.reserve(parts.size());
     for (const Part& p : parts) {
@@ -154,8 +151,8 @@ void Executor::allreduce(const std::vector<const Response*>& batch, EntryMap& en
     }
     if (regions.size() == parts.size() && !buffers_overlap(regions, esize)) {
       stamp(phases_.comm_start);
-      comm_.allreduce_regions(regions, dtype, wire_op);
-      for (const comm::Region& r : regions) finish_reduction(r.recv, r.count, dtype, first.reduce_op, first.postscale);
+      comm_.allreduce_regions(regions, dtype, reduction.wire_op());
+      for (const comm::Region& r : regions) reduction.finish(r.recv, r.count);
       stamp(phases_.comm_end);
       return;
     }
@@ -174,9 +171,9 @@ void Executor::allreduce(const std::vector<const Response*>& batch, EntryMap& en
   }
   phases_.fused = true;
   stamp(phases_.comm_start);
-  if (first.prescale != 1.0) scale(data, total, dtype, first.prescale);
-  comm_.allreduce(data, data, total, dtype, wire_op);
-  finish_reduction(data, total, dtype, first.reduce_op, first.postscale);
+  reduction.prescale(data, total);
+  comm_.allreduce(data, data, total, dtype, reduction.wire_op());
+  reduction.finish(data, total);
   stamp(phases_.comm_end);
   offset = 0;
   for (const Part& p : parts) {
@@ -185,45 +182,34 @@ void Executor::allreduce(const std::vector<const Response*>& batch, EntryMap& en
   }
 }
 
-void Executor::allreduce_one(const Response& response, const void* input, void* output) {
-  phases_ = Phases{};
-  stamp(phases_.start);
-  reduce_direct(response, input, output);
-  stamp(phases_.end);
-}
-
 void Executor::reduce_direct(const Response& response, const void* input, void* output) {
   const DataType dtype = response.dtype;
   const std::size_t esize = element_size(dtype);
-  const ReduceOp wire_op = response.reduce_op == ReduceOp::Average ? ReduceOp::Sum : response.reduce_op;
+  const Reduction reduction(response, comm_.size());
   const auto total = static_cast<std::size_t>(response.sizes[0]);
   auto* data = static_cast<std::byte*>(output);
   const auto* send = static_cast<const std::byte*>(input);
   // Out of place straight through the communicator (one pass less), unless the
   // input must be scaled first or the two buffers partly overlap.
   const bool copy_first = send != data && total > 0 &&
-                          (response.prescale != 1.0 || (send < data + total * esize && data < send + total * esize));
+                          (reduction.prescales() || (send < data + total * esize && data < send + total * esize));
   if (copy_first) {
     std::memmove(data, send, total * esize);
     send = data;
   }
   stamp(phases_.comm_start);
-  if (response.prescale != 1.0) scale(data, total, dtype, response.prescale);  // send == data here
-  comm_.allreduce(send, data, total, dtype, wire_op);
-  finish_reduction(data, total, dtype, response.reduce_op, response.postscale);
+  if (reduction.prescales()) reduction.prescale(data, total);  // send == data here
+  comm_.allreduce(send, data, total, dtype, reduction.wire_op());
+  reduction.finish(data, total);
   stamp(phases_.comm_end);
 }
 
+// The inputs were prescaled where they were offered (Engine::offer).
 void Executor::reduce_gathered(const Response& response, void* output, const std::vector<const void*>& inputs) {
-  phases_ = Phases{};
-  stamp(phases_.start);
-  phases_.comm_start = phases_.start;
+  const Reduction reduction(response, comm_.size());
   const auto count = static_cast<std::size_t>(response.sizes[0]);
-  const ReduceOp wire_op = response.reduce_op == ReduceOp::Average ? ReduceOp::Sum : response.reduce_op;
-  reduce_many(output, inputs.data(), comm_.size(), count, response.dtype, wire_op);
-  finish_reduction(output, count, response.dtype, response.reduce_op, response.postscale);
-  stamp(phases_.end);
-  phases_.comm_end = phases_.end;
+  reduce_many(output, inputs.data(), comm_.size(), count, response.dtype, reduction.wire_op());
+  reduction.finish(output, count);
 }
 
 void Executor::allgather(const Response& response, Entry& entry, const std::vector<const void*>* gathered) {
@@ -305,7 +291,7 @@ void Executor::reducescatter(const Response& response, Entry& entry, const std::
   Shape shape = response.shape;
   shape[0] = rows / n + (comm_.rank() < rows % n ? 1 : 0);
   Buffer out = Buffer::uninitialized(response.dtype, shape);
-  const ReduceOp wire_op = response.reduce_op == ReduceOp::Average ? ReduceOp::Sum : response.reduce_op;
+  const Reduction reduction(response, comm_.size());
   if (gathered) {
     // This rank's block of every rank's input, reduced in rank order (as the
     // communicator's owner does).
@@ -315,11 +301,11 @@ void Executor::reducescatter(const Response& response, Entry& entry, const std::
     std::vector<const void*>& blocks = blocks_;
     blocks.resize(n);
     for (int r = 0; r < n; ++r) blocks[r] = static_cast<const std::byte*>((*gathered)[r]) + offset * esize;
-    reduce_many(out.data(), blocks.data(), n, counts[comm_.rank()], response.dtype, wire_op);
+    reduce_many(out.data(), blocks.data(), n, counts[comm_.rank()], response.dtype, reduction.wire_op());
   } else {
-    comm_.reduce_scatter(entry.input, out.data(), counts, response.dtype, wire_op);
+    comm_.reduce_scatter(entry.input, out.data(), counts, response.dtype, reduction.wire_op());
   }
-  finish_reduction(out.data(), counts[comm_.rank()], response.dtype, response.reduce_op, 1.0);
+  reduction.finish(out.data(), counts[comm_.rank()]);
   entry.state->output = std::move(out);
 }
 

@@ -1,5 +1,6 @@
 // Executes negotiated responses on the communicator: copies tensors into and out
-// of the fusion buffer, applies scale factors, allocates outputs.
+// of the fusion buffer, applies scale factors (engine/reduction.h), allocates
+// outputs.
 #pragma once
 
 #include <chrono>
@@ -24,46 +25,44 @@ class Executor {
   // job. Communicator failures propagate as kolo::Error.
   void run(const std::vector<const Response*>& batch, EntryMap& entries);
 
-  // One allreduce straight through the communicator, out of place when it can
-  // (the same collective run() makes for a batch of this one response).
-  void allreduce_one(const Response& response, const void* input, void* output);
-
-  // One allgather, broadcast, alltoall or reducescatter (the collective run()
-  // makes for a batch of this one response); the output goes to the entry's
-  // state or buffer. With `gathered` (every rank's input, in rank order, as the
-  // agreement step carried them) no collective is needed: the output is taken
-  // from those, with the same bits.
-  void run_one(const Response& response, Entry& entry, const std::vector<const void*>* gathered = nullptr);
+  // One cached operation outside a batch: an allreduce of `input` into `output`
+  // (out of place when it can; the collective run() makes for a batch of this
+  // one response), or an allgather, broadcast, alltoall or reducescatter of
+  // `entry`, whose output goes to the entry's state or buffer. With `gathered`
+  // (every rank's input, in rank order, as the agreement step carried them) no
+  // collective is needed: the result is taken from those, with the same bits.
+  struct Operand {
+    const void* input;
+    void* output;
+    Entry* entry;  // null for an allreduce a caller runs without one (Engine::express)
+  };
+  void run_one(const Response& response, Operand operand, const std::vector<const void*>* gathered);
   // The largest input of any rank for `response` (an allgather's or alltoall's
   // differ): every rank's fits the agreement step's payload when this does.
   static std::size_t largest_input_bytes(const Response& response, int size);
 
-  // Finishes an allreduce whose inputs every rank already gathered (one per
-  // rank, in rank order): reduces them into the entry's output, in rank order.
-  void reduce_gathered(const Response& response, void* output, const std::vector<const void*>& inputs);
-
-  // When the phases of the last run() began and ended, for the timeline.
+  // When the phases of the last run() or run_one() began and ended, for the timeline.
   struct Phases {
     std::chrono::steady_clock::time_point start, comm_start, comm_end, end;
     bool fused = false;
   };
   const Phases& last_phases() const { return phases_; }
-  // Only the timeline reads the phases: without it the clock is not read (each
-  // read costs ~30 ns here, several per operation).
+  // Only the timeline reads the phases: without it the clock is not read (a
+  // read costs tens of nanoseconds, several per operation).
   void set_timed(bool timed) { timed_ = timed; }
 
  private:
   void allreduce(const std::vector<const Response*>& batch, EntryMap& entries);
-  // allreduce_one without the phases' start.
+  // One allreduce through the communicator, in `output`.
   void reduce_direct(const Response& response, const void* input, void* output);
-  // run_one without the phases.
+  // One allreduce from the gathered inputs, reduced here in rank order.
+  void reduce_gathered(const Response& response, void* output, const std::vector<const void*>& inputs);
+  // An operation other than allreduce, without the phases.
   void run_single(const Response& response, Entry& entry, const std::vector<const void*>* gathered);
   void allgather(const Response& response, Entry& entry, const std::vector<const void*>* gathered);
   void broadcast(const Response& response, Entry& entry, const std::vector<const void*>* gathered);
   void alltoall(const Response& response, Entry& entry, const std::vector<const void*>* gathered);
   void reducescatter(const Response& response, Entry& entry, const std::vector<const void*>* gathered);
-  // Divides by the job size (Average) and applies postscale.
-  void finish_reduction(void* data, std::size_t count, DataType dtype, ReduceOp op, double postscale);
   std::byte* fusion_buffer(std::size_t bytes);
   void stamp(std::chrono::steady_clock::time_point& at) const {
     if (timed_) at = std::chrono::steady_clock::now();

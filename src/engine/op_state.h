@@ -1,4 +1,4 @@
-// The shared state behind a Handle: written by the background thread, waited on
+// The shared state behind a Handle: written by the cycle that runs the operation, waited on
 // by the user's threads.
 #pragma once
 
@@ -44,7 +44,7 @@ class OpState {
   // The engine that runs this operation, so that a waiter can drive its cycles.
   std::weak_ptr<engine::Engine> engine;
 
-  // Results filled by the background thread before the last complete_part().
+  // Results filled by the cycle before the last complete_part().
   Buffer output;
   std::vector<std::int64_t> received_splits;
   int last_joined = -1;
