@@ -2,7 +2,8 @@
 // can read its peer's input and output where they lie, instead of through a
 // shared slot: the bound for a kolo path over buffers the ranks can map (memory
 // kolo would allocate from a memfd, as MPI_Alloc_mem or NCCL's registered
-// buffers), measured before building one (docs/benchmarks.md, session 6).
+// buffers): the bound that the shared-memory communicator's in-place path
+// (comm/shm/shm_in_place.h) is compared with.
 //
 //   mapped_allreduce [--min-bytes 1M] [--max-bytes 256M] [--step-factor 4] [--iters 50] [--json]
 //

@@ -5,10 +5,10 @@
 // gradients, fusion copies) every iteration. glibc serves blocks above its mmap
 // threshold (128 KiB at start, adjusted as it goes) with fresh mmaps and returns
 // the top of the heap past its trim threshold, so each step faults those pages in
-// and zeroes them again: measured on ResNet-50 with libtorch here, a third of each
-// worker's time went to the kernel, and two workers fought over memory bandwidth
-// for it. Keeping blocks up to 32 MiB on the heap (glibc's maximum for the
-// threshold) and not trimming below 1 GiB makes the pages stay mapped.
+// and zeroes them again: in a libtorch ResNet-50 worker that is a third of its
+// time spent in the kernel, and two workers fight over memory bandwidth for it.
+// Keeping blocks up to 32 MiB on the heap (glibc's maximum for the threshold)
+// and not trimming below 1 GiB makes the pages stay mapped.
 #pragma once
 
 namespace kolo::detail {

@@ -164,8 +164,9 @@ std::unique_ptr<comm::Communicator> choose(const Topology& t, int generation, st
     case Backend::Auto: break;
   }
   if (started_by_mpirun(t.launcher) && comm::mpi_available()) return make_mpi(t, options);
-  // Between hosts kolo's own sockets: faster than gloo's transport at every size
-  // measured (docs/benchmarks.md, "Across hosts").
+  // Between hosts kolo's own sockets: gloo's transport hands every message
+  // through its I/O thread and waits for the receiver's ready notice, which makes
+  // allreduces up to 64 KiB tens of times slower (docs/benchmarks.md, "Across hosts").
   if (hierarchical.value_or(t.cross_size > 1))
     return make_hierarchical(Network::Tcp, t, generation, store, options, forced);
   if (t.cross_size > 1) return make_flat(Network::Tcp, t, generation, store, options);

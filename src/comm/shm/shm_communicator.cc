@@ -70,7 +70,8 @@
 // ALLGATHERV / GATHERV / BROADCAST: per step each contributing rank copies up to
 // one slot of its data in and posts; readers wait and copy out. ALLGATHERV and
 // GATHERV: up to 1792 bytes (the largest contribution) in one step of flagged
-// lines instead (a broadcast's root gains nothing from them: measured slower).
+// lines instead (not a broadcast: its receivers would save a transfer, but its
+// root would write more lines, which makes the call slower).
 // ALLGATHER_SELF_SIZED: each block's first flagged line carries its length; the
 // rest follows in flagged lines up to 256 bytes, else in the slot.
 // ALLTOALLV: a first step exchanges every rank's send and receive sizes (so that

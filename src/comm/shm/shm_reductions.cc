@@ -75,8 +75,8 @@ void allreduce_flagged(ShmChannel& channel, const RegionList& regions, DataType 
 // were last read by the peers (two steps ago), so each store to them must first
 // take the line from the peers' caches; the reduction's stores, interleaved with
 // its loads from two streams, stall on that, and a plain copy of a cached block
-// does not nearly as much. Measured at 16 MiB with 2 ranks: 2.6 -> 2.1 ms per
-// call (docs/benchmarks.md, session 4). `srcs` is advanced (scratch).
+// does not nearly as much: reducing straight into the slot makes a 16 MiB
+// allreduce between 2 ranks about a quarter slower. `srcs` is advanced (scratch).
 void reduce_via_l1(std::byte* dst, std::span<const void*> srcs, std::size_t count, DataType dtype, ReduceOp op) {
   constexpr std::size_t kBlockBytes = 16 << 10;
   alignas(kCacheLine) std::byte block[kBlockBytes];

@@ -19,10 +19,10 @@ void copy_streaming(void* dst, const void* src, std::size_t bytes);
 // memcpy for data that another core copies out next: a slot of the shared
 // segment. Lines written with plain vector stores stay modified in the writer's
 // cache, and a reader on another core takes them at a quarter of the rate it
-// takes lines written by `rep movsb` (measured with bench/cross_core_copy and
-// a 1 MiB slot: 6-8 against 23-25 GB/s, docs/benchmarks.md, session 5). glibc's
-// memcpy switches from `rep movsb` to vector stores at the size of L2 (1 MiB
-// here), exactly the size of kolo's default slot, so the choice is made here.
+// takes lines written by `rep movsb` (bench/cross_core_copy shows it with a
+// 1 MiB slot). glibc's memcpy switches from `rep movsb` to vector stores at the
+// size of L2 (1 MiB on Zen 5), exactly the size of kolo's default slot, so the
+// choice is made here rather than left to glibc.
 void copy_to_shared(void* dst, const void* src, std::size_t bytes);
 
 }  // namespace kolo::comm::shm
