@@ -194,7 +194,7 @@ std::exception_ptr guarded(Step step) {
   } catch (const Error&) {
     return std::current_exception();
   } catch (const std::exception& e) {
-    return std::make_exception_ptr(Error(std::string("kolo background thread failed: ") + e.what()));
+    return std::make_exception_ptr(Error(std::string("a kolo cycle failed: ") + e.what()));
   }
 }
 

@@ -14,8 +14,8 @@ bool mpi_available();
 
 // Joins MPI_COMM_WORLD (a private duplicate of it). Initializes MPI with
 // MPI_THREAD_MULTIPLE unless the program already did (it must have asked for at
-// least MPI_THREAD_SERIALIZED: kolo calls MPI from its background thread), and
-// then finalizes it at exit. Tunables: KOLO_MPI_SPIN_US, KOLO_MPI_POLL_US,
+// least MPI_THREAD_SERIALIZED: kolo calls MPI from one thread at a time, whichever
+// runs a cycle, docs/thread_model.md), and then finalizes it at exit. Tunables: KOLO_MPI_SPIN_US, KOLO_MPI_POLL_US,
 // KOLO_MPI_SMALL_BYTES (mpi_wait.h, mpi_communicator.cc).
 std::unique_ptr<Communicator> make_mpi_communicator(const CommunicatorOptions& options);
 
