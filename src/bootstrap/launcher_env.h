@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "api/topology.h"
+#include "bootstrap/topology.h"
 
 namespace kolo {
 

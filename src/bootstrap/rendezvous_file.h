@@ -12,7 +12,7 @@
 #include <chrono>
 #include <string>
 
-#include "api/topology.h"
+#include "bootstrap/topology.h"
 
 namespace kolo {
 

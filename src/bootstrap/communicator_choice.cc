@@ -1,4 +1,4 @@
-#include "api/communicator_choice.h"
+#include "bootstrap/communicator_choice.h"
 
 #include <algorithm>
 #include <optional>

@@ -1,4 +1,4 @@
-#include "api/rendezvous_file.h"
+#include "bootstrap/rendezvous_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -16,6 +16,7 @@
 #include "common/env.h"
 #include "common/logging.h"
 #include "kolo/error.h"
+#include "net/host_name.h"
 #include "store/store.h"
 
 namespace kolo {
@@ -38,12 +39,6 @@ struct ServedStore {
 std::mutex g_mutex;
 ServedStore g_served;
 
-std::string local_hostname() {
-  char buf[256] = {};
-  gethostname(buf, sizeof buf - 1);
-  return buf;
-}
-
 void write_file_atomically(const std::string& path, const std::string& content) {
   const std::string temp = path + ".tmp-" + std::to_string(getpid());
   int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -63,7 +58,7 @@ void serve(Topology& t, const std::string& path) {
     const std::string host_addr = env::get_string("KOLO_HOST_ADDR", "");
     auto secret = store::make_secret();
     auto server = std::make_unique<store::StoreServer>(secret, host_addr.empty() ? "0.0.0.0" : host_addr, 0);
-    const std::string address = (host_addr.empty() ? local_hostname() : host_addr) + ":" + std::to_string(server->port());
+    const std::string address = (host_addr.empty() ? net::host_name() : host_addr) + ":" + std::to_string(server->port());
     write_file_atomically(path, std::string(kMagic) + "\n" + t.job_id + "\n" + address + "\n" + secret + "\n");
     g_served.server.reset();
     g_served.path = path;

@@ -1,9 +1,9 @@
-#include "api/topology.h"
+#include "bootstrap/topology.h"
 
 #include <cctype>
 
-#include "api/launcher_env.h"
-#include "api/rendezvous_file.h"
+#include "bootstrap/launcher_env.h"
+#include "bootstrap/rendezvous_file.h"
 #include "common/env.h"
 #include "kolo/error.h"
 

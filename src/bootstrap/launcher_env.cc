@@ -1,4 +1,4 @@
-#include "api/launcher_env.h"
+#include "bootstrap/launcher_env.h"
 
 #include <cctype>
 

@@ -21,7 +21,7 @@
 #include <memory>
 #include <vector>
 
-#include "api/topology.h"
+#include "bootstrap/topology.h"
 #include "comm/communicator.h"
 #include "store/store.h"
 
