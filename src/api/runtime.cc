@@ -32,7 +32,7 @@ struct Session {
 // for a moment: init() builds the session outside it (the rendezvous may take
 // KOLO_START_TIMEOUT), so that fork() (which takes it, see below) never waits long.
 // No other lock is taken while it is held, nor it while another is, so its place
-// among the other fork handlers' locks (common/shareable_memory.cc) is free.
+// among the other fork handlers' locks (memory/shareable_memory.cc) is free.
 std::mutex g_mutex;
 std::condition_variable g_init_done;
 std::unique_ptr<Session> g_session;

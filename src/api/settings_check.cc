@@ -1,8 +1,8 @@
 #include "api/settings_check.h"
 
 #include "common/logging.h"
-#include "common/mapping_cache.h"
-#include "common/shareable_memory.h"
+#include "memory/mapping_cache.h"
+#include "memory/shareable_memory.h"
 
 namespace kolo::detail {
 

@@ -1,9 +1,9 @@
-// Large Buffers' memory (kolo/types.h), kept after release for the next Buffer
-// of the same size. A fresh mapping costs a page fault and the kernel zeroing
-// each of its pages on first touch: for a 128 MiB allgather output on this VM
-// that was half the time of the collective itself, paid again every call
-// (docs/benchmarks.md, session 5). Reusing the last call's mapping costs none,
-// as PyTorch's caching allocator does for GPU memory.
+// Large Buffers' memory (kolo/types.h, memory/buffer.cc), kept after release for
+// the next Buffer of the same size. A fresh mapping costs a page fault and the
+// kernel zeroing each of its pages on first touch, which for a large allgather
+// output is a cost of the same order as the collective itself, paid again every
+// call. Reusing the last call's mapping costs none, as PyTorch's caching
+// allocator does for GPU memory.
 #pragma once
 
 #include <cstddef>
@@ -29,7 +29,7 @@ class MappingCache {
 
   // A kept mapping of exactly `length` bytes (the most recently released), or
   // nullptr. Its contents are whatever its last Buffer left. `shareable`: only a
-  // shareable mapping (common/shareable_memory.h), or only a private one.
+  // shareable mapping (memory/shareable_memory.h), or only a private one.
   void* take(std::size_t length, bool shareable = false);
   // Keeps `p` (a mapping of `length` bytes), unmapping the oldest kept mappings
   // to stay within the limit; unmaps `p` itself when it alone exceeds it.

@@ -13,9 +13,8 @@
 //         the kernel gives shared memory transparent huge pages
 //         (/sys/kernel/mm/transparent_hugepage/shmem_enabled not "never" or
 //         "deny"): without them every 4 KiB page of a fresh buffer is a fault of
-//         its own, which on this project's virtual machine made the first touch
-//         of a fresh 128 MiB Buffer 50x slower (0.6 s against 12 ms with huge
-//         pages, docs/benchmarks.md, session 7).
+//         its own, which makes the first touch of a fresh large Buffer many
+//         times slower than with huge pages.
 #pragma once
 
 #include <cstddef>

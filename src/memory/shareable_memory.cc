@@ -1,4 +1,4 @@
-#include "common/shareable_memory.h"
+#include "memory/shareable_memory.h"
 
 #include <pthread.h>
 #include <sys/mman.h>
@@ -13,7 +13,7 @@
 #include <mutex>
 
 #include "common/env.h"
-#include "common/mapping_cache.h"
+#include "memory/mapping_cache.h"
 
 namespace kolo::detail {
 namespace {

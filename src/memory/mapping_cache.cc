@@ -1,4 +1,4 @@
-#include "common/mapping_cache.h"
+#include "memory/mapping_cache.h"
 
 #include <sys/mman.h>
 
@@ -7,7 +7,7 @@
 #include <iterator>
 
 #include "common/env.h"
-#include "common/shareable_memory.h"
+#include "memory/shareable_memory.h"
 
 namespace kolo::detail {
 namespace {
