@@ -10,8 +10,8 @@
 #include <string>
 
 #include "fuzz_check.h"
-#include "host_list.h"
 #include "launch_error.h"
+#include "options/host_list.h"
 
 namespace {
 

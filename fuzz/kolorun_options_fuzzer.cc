@@ -9,7 +9,7 @@
 
 #include "fuzz_check.h"
 #include "launch_error.h"
-#include "options.h"
+#include "options/options.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   std::string_view input(reinterpret_cast<const char*>(data), size);

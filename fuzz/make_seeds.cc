@@ -13,7 +13,7 @@
 #include "common/wire.h"
 #include "engine/messages.h"
 #include "engine/stall_inspector.h"
-#include "remote_protocol.h"
+#include "remote/remote_protocol.h"
 #include "store/store_messages.h"
 
 namespace {

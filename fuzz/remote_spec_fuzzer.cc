@@ -9,7 +9,7 @@
 
 #include "fuzz_check.h"
 #include "kolo/error.h"
-#include "remote_protocol.h"
+#include "remote/remote_protocol.h"
 
 namespace {
 

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "api/launcher_env.h"
-#include "api/topology.h"
+#include "bootstrap/launcher_env.h"
+#include "bootstrap/topology.h"
 #include "comm/gloo/gloo_communicator.h"
 #include "harness/multiprocess.h"
 #include "kolo/error.h"

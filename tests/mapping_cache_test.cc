@@ -1,4 +1,4 @@
-// Large Buffers reuse the mappings of released ones (common/mapping_cache.h):
+// Large Buffers reuse the mappings of released ones (memory/mapping_cache.h):
 // exact sizes only, the most recent first, within the limit (oldest unmapped
 // first), and a zero-filled Buffer is zero even on a reused mapping.
 #include <gtest/gtest.h>
@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <cstring>
 
-#include "common/mapping_cache.h"
 #include "kolo/types.h"
+#include "memory/mapping_cache.h"
 
 namespace kolo::detail {
 namespace {

@@ -31,8 +31,8 @@
 #include <thread>
 #include <vector>
 
-#include "api/communicator_choice.h"
-#include "api/topology.h"
+#include "bootstrap/communicator_choice.h"
+#include "bootstrap/topology.h"
 #include "common/reduce.h"
 #include "harness/agreement.h"
 #include "harness/collective_suite.h"

@@ -27,11 +27,11 @@
 #include "comm/shm/shm_buffer_exchange.h"
 #include "comm/shm/shm_in_place.h"
 #include "comm/shm/shm_segment.h"
-#include "common/mapping_cache.h"
-#include "common/shareable_memory.h"
 #include "harness/multiprocess.h"
 #include "kolo/error.h"
 #include "kolo/types.h"
+#include "memory/mapping_cache.h"
+#include "memory/shareable_memory.h"
 
 namespace kolo::comm::shm {
 namespace {

@@ -26,7 +26,7 @@
 #include <thread>
 #include <vector>
 
-#include "api/topology.h"
+#include "bootstrap/topology.h"
 #include "comm/gloo/gloo_communicator.h"
 #include "harness/agreement.h"
 #include "kolo/error.h"

@@ -4,7 +4,6 @@
 #include <cstdint>
 #include <string>
 
-#include "api/communicator_choice.h"
 #include "api/runtime.h"
 #include "kolo/collectives.h"
 #include "kolo/error.h"
@@ -54,17 +53,17 @@ std::vector<int> checked_members(const std::vector<std::vector<int>>& lists, int
 ProcessSet add_process_set(std::vector<int> ranks) {
   runtime::SessionView session = runtime::session();
   const int id = session.sets->next_id();
-  std::vector<int> members = checked_members(gather_lists(ranks, id), session.topology->size);
+  std::vector<int> members = checked_members(gather_lists(ranks, id), session.job->topology().size);
   if (int existing = session.sets->find(members))
     throw InvalidArgumentError("add_process_set: " + describe_ranks(members) + " already is process set " +
                                std::to_string(existing));
   ProcessSetTable::Set set{members, nullptr};
-  if (std::binary_search(members.begin(), members.end(), session.topology->rank)) {
+  if (std::binary_search(members.begin(), members.end(), session.job->topology().rank)) {
     engine::EngineConfig config = *session.config;
     config.timeline_path.clear();  // the timeline records the global set
     if (!config.flight_recorder_dir.empty()) config.flight_recorder_dir += "/set" + std::to_string(id);
     set.engine = std::make_shared<engine::Engine>(
-        make_set_communicator(*session.topology, session.generation, session.store, id, members), config);
+        session.job->set_communicator(id, members), config);
   }
   session.sets->add(id, std::move(set));
   return ProcessSet{id};
@@ -84,14 +83,14 @@ void remove_process_set(const ProcessSet& set) {
 std::vector<int> process_set_ranks(const ProcessSet& set) {
   runtime::SessionView session = runtime::session();
   if (set.id != 0) return session.sets->ranks(set.id);
-  std::vector<int> all(static_cast<std::size_t>(session.topology->size));
-  for (int r = 0; r < session.topology->size; ++r) all[static_cast<std::size_t>(r)] = r;
+  std::vector<int> all(static_cast<std::size_t>(session.job->topology().size));
+  for (int r = 0; r < session.job->topology().size; ++r) all[static_cast<std::size_t>(r)] = r;
   return all;
 }
 
 int process_set_rank(const ProcessSet& set) {
   const std::vector<int> ranks = process_set_ranks(set);
-  const int me = runtime::session().topology->rank;
+  const int me = runtime::session().job->topology().rank;
   auto it = std::find(ranks.begin(), ranks.end(), me);
   return it == ranks.end() ? -1 : static_cast<int>(it - ranks.begin());
 }

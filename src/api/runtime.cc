@@ -1,4 +1,4 @@
-// init() and shutdown(): bootstrap, rendezvous, communicator choice, engine.
+// init() and shutdown(): the session around the job (bootstrap/bootstrap.h) and its engine.
 #include "api/runtime.h"
 
 #include <pthread.h>
@@ -11,24 +11,19 @@
 #include <mutex>
 
 #include "api/allocator_tuning.h"
-#include "api/topology.h"
-#include "api/communicator_choice.h"
-#include "api/process_set_table.h"
 #include "api/known_settings.h"
+#include "api/process_set_table.h"
 #include "api/settings_check.h"
-#include "common/env.h"
-#include "common/logging.h"
+#include "bootstrap/bootstrap.h"
 #include "kolo/error.h"
 #include "kolo/runtime.h"
-#include "store/store.h"
-
 namespace kolo {
 namespace {
 
 struct Session {
-  Topology topology;
-  int generation = 0;
-  std::unique_ptr<store::StoreClient> store;
+  explicit Session(bootstrap::Job j) : job(std::move(j)) {}
+
+  bootstrap::Job job;
   engine::EngineConfig config;
   std::shared_ptr<engine::Engine> engine;
   ProcessSetTable sets;
@@ -38,7 +33,7 @@ struct Session {
 // for a moment: init() builds the session outside it (the rendezvous may take
 // KOLO_START_TIMEOUT), so that fork() (which takes it, see below) never waits long.
 // No other lock is taken while it is held, nor it while another is, so its place
-// among the other fork handlers' locks (common/shareable_memory.cc) is free.
+// among the other fork handlers' locks (memory/shareable_memory.cc) is free.
 std::mutex g_mutex;
 std::condition_variable g_init_done;
 std::unique_ptr<Session> g_session;
@@ -63,7 +58,7 @@ void parent_after_fork() { g_mutex.unlock(); }
 void child_after_fork() {
   if (g_session || g_initializing) {
     g_forked = true;
-    g_forked_rank = g_session ? g_session->topology.rank : -1;
+    g_forked_rank = g_session ? g_session->job.topology().rank : -1;
     g_inherited = g_session.release();
     g_initializing = false;
   }
@@ -86,53 +81,18 @@ void await_init(std::unique_lock<std::mutex>& lock) {
 // written by the one init() running (g_initializing).
 int g_generation = 0;
 
-std::string hostname() {
-  char buf[256] = {};
-  gethostname(buf, sizeof buf - 1);
-  return buf;
-}
-
-// Every rank announces itself in the store and waits for all the others, so that a
-// rank that never started is named here instead of hanging the first collective.
-std::unique_ptr<store::StoreClient> rendezvous(const Topology& t, int generation, std::chrono::milliseconds timeout) {
-  auto address = store::parse_store_address(t.store_addr);
-  auto client = store::StoreClient::connect(address.host, address.port, t.secret, timeout);
-  const std::string prefix = "init/" + std::to_string(generation) + "/rank/";
-  std::string me = hostname() + ":" + std::to_string(getpid());
-  client->set(prefix + std::to_string(t.rank), store::Bytes(me.begin(), me.end()));
-  std::vector<std::string> keys;
-  for (int r = 0; r < t.size; ++r) keys.push_back(prefix + std::to_string(r));
-  try {
-    client->wait(keys, timeout);
-  } catch (const TimeoutError&) {
-    std::string missing;
-    for (int r = 0; r < t.size; ++r) {
-      if (!client->check({keys[r]})) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-    }
-    throw TimeoutError("kolo::init: rank(s) " + missing + " did not start within " +
-                       std::to_string(timeout.count() / 1000) + " s (KOLO_START_TIMEOUT)");
-  }
-  return client;
-}
-
 // Everything init() does, outside g_mutex (only one init() runs at a time).
 std::unique_ptr<Session> start_session() {
   detail::check_late_settings();
   detail::tune_allocator_for_training();
-  auto session = std::make_unique<Session>();
-  session->topology = topology_from_env();
-  const Topology& t = session->topology;
-  log::set_rank(t.size > 1 ? t.rank : -1);
-  detail::warn_about_unknown_settings();
-  const int generation = g_generation++;
-  session->generation = generation;
-  auto start_timeout = env::get_timeout("KOLO_START_TIMEOUT", std::chrono::seconds(30));
-  if (!t.store_addr.empty()) session->store = rendezvous(t, generation, start_timeout);
+  auto session = std::make_unique<Session>(bootstrap::Job::join(g_generation++));
+  const Topology& t = session->job.topology();
+  detail::warn_about_unknown_settings();  // after join(), whose log lines name the rank
   auto config = engine::EngineConfig::from_env();
   if (config.flight_recorder_dir.empty())
     config.flight_recorder_dir = "/tmp/kolo-flight-" + (t.job_id.empty() ? std::to_string(getpid()) : t.job_id);
   session->config = config;
-  session->engine = std::make_shared<engine::Engine>(make_communicator(t, generation, session->store.get()), config);
+  session->engine = std::make_shared<engine::Engine>(session->job.communicator(), config);
   return session;
 }
 
@@ -157,13 +117,13 @@ std::shared_ptr<engine::Engine> engine() {
 std::shared_ptr<engine::Engine> engine(const ProcessSet& set) {
   std::unique_lock lock(g_mutex);
   Session& session = current(lock);
-  return set.id == 0 ? session.engine : session.sets.engine(set.id, session.topology.rank);
+  return set.id == 0 ? session.engine : session.sets.engine(set.id, session.job.topology().rank);
 }
 
 SessionView session() {
   std::unique_lock lock(g_mutex);
   Session& s = current(lock);
-  return SessionView{&s.topology, s.generation, s.store.get(), &s.config, &s.sets};
+  return SessionView{&s.job, &s.config, &s.sets};
 }
 
 void check_not_forked() {
@@ -225,7 +185,7 @@ bool is_initialized() {
 
 namespace {
 // Requires g_mutex (in `lock`).
-const Topology& topology(std::unique_lock<std::mutex>& lock) { return current(lock).topology; }
+const Topology& topology(std::unique_lock<std::mutex>& lock) { return current(lock).job.topology(); }
 
 template <class Field>
 int topology_field(Field field) {

@@ -4,10 +4,9 @@
 #include <memory>
 
 #include "api/process_set_table.h"
-#include "api/topology.h"
+#include "bootstrap/bootstrap.h"
 #include "engine/engine.h"
 #include "kolo/process_set.h"
-#include "store/store.h"
 
 namespace kolo::runtime {
 
@@ -21,9 +20,7 @@ std::shared_ptr<engine::Engine> engine(const ProcessSet& set);
 // What making a process set needs of the session. Valid until shutdown(), which
 // must not race add_process_set() or remove_process_set().
 struct SessionView {
-  const Topology* topology = nullptr;
-  int generation = 0;
-  store::StoreClient* store = nullptr;
+  const bootstrap::Job* job = nullptr;
   const engine::EngineConfig* config = nullptr;
   ProcessSetTable* sets = nullptr;
 };

@@ -2,8 +2,8 @@
 
 #include "comm/transport_settings.h"
 #include "common/logging.h"
-#include "common/mapping_cache.h"
-#include "common/shareable_memory.h"
+#include "memory/mapping_cache.h"
+#include "memory/shareable_memory.h"
 
 namespace kolo::detail {
 

@@ -1,5 +1,5 @@
-// TCP socket helpers shared by the store and anything else that talks over
-// loopback or the job's network: an owning fd, listen/connect, and blocking I/O
+// TCP socket helpers shared by the rendezvous store (src/store/) and kolo's TCP
+// communicator (src/comm/tcp/): an owning fd, listen/connect, and blocking I/O
 // with deadlines. Every call retries on EINTR and never raises SIGPIPE.
 #pragma once
 

@@ -2,9 +2,6 @@
 
 #include <vector>
 
-#include "api/communicator_choice.h"
-#include "api/topology.h"
-#include "common/env.h"
 #include "kolo/error.h"
 #include "kolo_types.h"
 
@@ -16,20 +13,13 @@ constexpr int kBenchGeneration = 1 << 30;
 }  // namespace
 
 BenchCommunicator make_bench_communicator() {
-  Topology t = topology_from_env();
-  t.job_id += "-bench";
-  BenchCommunicator bench;
-  if (!t.store_addr.empty()) {
-    const auto timeout = env::get_seconds("KOLO_START_TIMEOUT", std::chrono::seconds(30));
-    const auto address = store::parse_store_address(t.store_addr);
-    bench.store = store::StoreClient::connect(address.host, address.port, t.secret, timeout);
-  }
-  bench.comm = make_communicator(t, kBenchGeneration, bench.store.get());
-  return bench;
+  auto job = bootstrap::Job::join(kBenchGeneration);
+  auto comm = job.communicator();
+  return BenchCommunicator{std::move(job), std::move(comm)};
 }
 
 CommBackend::CommBackend(BenchCommunicator comm, BufferKind buffers)
-    : store_(std::move(comm.store)), comm_(std::move(comm.comm)), buffers_(buffers) {}
+    : job_(std::move(comm.job)), comm_(std::move(comm.comm)), buffers_(buffers) {}
 
 std::map<std::string, std::string> CommBackend::details() const {
   return {{"communicator", comm_->name()}, {"buffers", to_string(buffers_)}};

@@ -5,24 +5,24 @@
 
 #include <memory>
 
+#include "bootstrap/bootstrap.h"
 #include "comm/communicator.h"
 #include "core/driver.h"
 #include "kolo_types.h"
-#include "store/store.h"
 
 namespace kolo::bench {
 
-// A communicator and the rendezvous store client it was set up through (TCP
-// communicators keep using it), destroyed in that order.
+// A communicator and the job it was set up in (TCP communicators keep using the
+// job's store), destroyed in that order.
 struct BenchCommunicator {
-  std::unique_ptr<store::StoreClient> store;
+  bootstrap::Job job;
   std::unique_ptr<comm::Communicator> comm;
 };
 
-// Builds the communicator init() would (KOLO_BACKEND and the job's layout choose:
-// shm on one host, self for one rank, gloo or hierarchical across hosts) from the
-// environment kolorun sets, under its own job id and store keys (KOLO_JOB_ID +
-// "-bench"), so that it never meets the engine's.
+// Joins the job and builds the communicator init() would (KOLO_BACKEND and the
+// job's layout choose: shm on one host, self for one rank, tcp or hierarchical
+// across hosts), as a session of its own (its own rendezvous keys and
+// shared-memory names), so that it never meets the engine's.
 BenchCommunicator make_bench_communicator();
 
 class CommBackend : public Backend {
@@ -41,7 +41,7 @@ class CommBackend : public Backend {
   comm::Communicator& communicator() { return *comm_; }
 
  private:
-  std::unique_ptr<store::StoreClient> store_;  // outlives comm_
+  bootstrap::Job job_;  // outlives comm_
   std::unique_ptr<comm::Communicator> comm_;
   BufferKind buffers_;
 };

@@ -7,21 +7,21 @@
 #include <iostream>
 #include <optional>
 
-#include "env_export.h"
-#include "host_address.h"
-#include "host_plan.h"
-#include "job_supervisor.h"
-#include "job_watchdog.h"
 #include "launch_error.h"
-#include "mpi_launch.h"
-#include "options.h"
-#include "program_path.h"
-#include "rank_environment.h"
-#include "remote_spawner.h"
-#include "shm_cleanup.h"
-#include "signal_channel.h"
+#include "mpi/mpi_launch.h"
+#include "options/options.h"
+#include "options/program_path.h"
+#include "plan/host_address.h"
+#include "plan/host_plan.h"
+#include "plan/rank_environment.h"
+#include "plan/store_endpoint.h"
+#include "remote/env_export.h"
+#include "remote/remote_spawner.h"
 #include "store/store.h"
-#include "store_endpoint.h"
+#include "supervision/job_supervisor.h"
+#include "supervision/job_watchdog.h"
+#include "supervision/shm_cleanup.h"
+#include "supervision/signal_channel.h"
 
 extern char** environ;
 

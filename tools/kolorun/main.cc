@@ -10,9 +10,9 @@
 
 #include "launch_error.h"
 #include "launcher.h"
-#include "mpi_launch.h"
-#include "remote_exec.h"
-#include "remote_protocol.h"
+#include "mpi/mpi_launch.h"
+#include "remote/remote_exec.h"
+#include "remote/remote_protocol.h"
 
 namespace {
 

@@ -7,15 +7,10 @@
 #include "comm/gloo/gloo_communicator.h"
 #include "common/env.h"
 #include "kolo/error.h"
+#include "net/host_name.h"
 
 namespace kolo::comm {
 namespace {
-
-std::string local_hostname() {
-  char buf[256] = {};
-  gethostname(buf, sizeof buf - 1);
-  return buf;
-}
 
 // True when `host` resolves to a loopback address only: peers on other hosts
 // could never connect to it.
@@ -78,7 +73,7 @@ ListenAddress listen_address(const GlooNetwork& network) {
     return a;
   }
   if (network.all_local) return {"127.0.0.1", "loopback"};
-  ListenAddress a{local_hostname(), ""};
+  ListenAddress a{net::host_name(), ""};
   a.source = "this host's name '" + a.host + "'";
   if (resolves_to_loopback(a.host))
     throw InvalidArgumentError("the job spans several hosts but " + a.source +

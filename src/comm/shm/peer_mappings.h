@@ -1,4 +1,4 @@
-// The peers' shareable memory (common/shareable_memory.h) mapped into this
+// The peers' shareable memory (memory/shareable_memory.h) mapped into this
 // process, kept across calls: opening /proc/<pid>/fd/<n> and mapping costs tens
 // of microseconds and the first touch of every page a fault, and training
 // reduces the same buffers step after step.

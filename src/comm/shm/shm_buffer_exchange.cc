@@ -6,7 +6,7 @@
 #include <optional>
 
 #include "comm/shm/shm_collectives.h"
-#include "common/shareable_memory.h"
+#include "memory/shareable_memory.h"
 
 namespace kolo::comm::shm {
 namespace {

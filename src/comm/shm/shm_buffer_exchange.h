@@ -1,6 +1,6 @@
 // The first step of the collectives that work in place of the ranks' buffers
 // (shm_in_place.h): every rank publishes where its buffers lie in shareable
-// memory (common/shareable_memory.h: shareable kolo::Buffers are memfds), and maps
+// memory (memory/shareable_memory.h: shareable kolo::Buffers are memfds), and maps
 // its peers' (peer_mappings.h). Arriving at the step also says that the rank's
 // input is ready and its output free for the peers to write.
 #pragma once

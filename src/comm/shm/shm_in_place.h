@@ -1,5 +1,5 @@
 // COLLECTIVES IN PLACE OF THE RANKS' BUFFERS. When every rank's buffers lie in
-// shareable memory (shareable kolo::Buffers: common/shareable_memory.h), the ranks
+// shareable memory (shareable kolo::Buffers: memory/shareable_memory.h), the ranks
 // read and write each other's buffers where they are, instead of copying
 // through the segment's slots: no copy in between, and two synchronizations per
 // call (the publish step of shm_buffer_exchange.h, then a barrier, so that no

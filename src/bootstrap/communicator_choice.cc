@@ -1,0 +1,208 @@
+#include "bootstrap/communicator_choice.h"
+
+#include <algorithm>
+#include <optional>
+#include <vector>
+
+#include "comm/gloo/gloo_communicator.h"
+#include "comm/hierarchical/hierarchical_communicator.h"
+#include "comm/mpi/mpi_communicator.h"
+#include "comm/shm/shm_communicator.h"
+#include "comm/tcp/tcp_communicator.h"
+#include "common/env.h"
+#include "common/logging.h"
+#include "kolo/error.h"
+
+namespace kolo {
+namespace {
+
+enum class Backend { Auto, Shm, Gloo, Tcp, Mpi };
+
+// The transport between hosts: gloo's or kolo's own sockets.
+enum class Network { Gloo, Tcp };
+
+Backend backend_from_env() {
+  const std::string name = env::get_string("KOLO_BACKEND", "auto");
+  if (name == "auto") return Backend::Auto;
+  if (name == "shm") return Backend::Shm;
+  if (name == "gloo") return Backend::Gloo;
+  if (name == "tcp") return Backend::Tcp;
+  if (name == "mpi") return Backend::Mpi;
+  throw InvalidArgumentError("KOLO_BACKEND='" + name + "' is not one of auto, shm, gloo, tcp, mpi");
+}
+
+std::optional<bool> hierarchical_from_env() {
+  if (!env::get("KOLO_HIERARCHICAL")) return std::nullopt;
+  return env::get_bool("KOLO_HIERARCHICAL", false);
+}
+
+comm::CommunicatorOptions options_from_env() {
+  comm::CommunicatorOptions options;
+  options.peer_timeout = env::get_timeout("KOLO_PEER_TIMEOUT", options.peer_timeout);
+  options.connect_timeout = env::get_timeout("KOLO_START_TIMEOUT", options.connect_timeout);
+  return options;
+}
+
+store::StoreClient& require_store(store::StoreClient* store, const char* what) {
+  if (store == nullptr)
+    throw InvalidArgumentError(std::string(what) +
+                               " needs the rendezvous store: start the job with kolorun, or set KOLO_STORE_ADDR and "
+                               "KOLO_SECRET, or (for srun and mpirun jobs) KOLO_RENDEZVOUS_FILE");
+  return *store;
+}
+
+std::string generation_prefix(int generation) { return "comm/" + std::to_string(generation) + "/"; }
+// One failure verdict for every communicator of the job generation.
+std::string verdict_prefix(int generation) { return generation_prefix(generation) + "failure/"; }
+
+std::unique_ptr<comm::GlooCommunicator> make_network(Network network, const comm::GlooGroup& group,
+                                                     const Topology& t, store::StoreClient* store,
+                                                     const comm::CommunicatorOptions& options) {
+  auto& client = require_store(store, "kolo's TCP communicator");
+  const auto addresses = comm::GlooNetwork::from_env(t.cross_size == 1);
+  if (network == Network::Tcp) return comm::make_tcp_communicator(group, client, addresses, options, t.secret);
+  return comm::make_gloo_communicator(group, client, addresses, options);
+}
+
+std::string network_prefix(Network network, int generation) {
+  return generation_prefix(generation) + (network == Network::Tcp ? "tcp/" : "gloo/");
+}
+
+std::unique_ptr<comm::GlooCommunicator> make_flat(Network network, const Topology& t, int generation,
+                                                  store::StoreClient* store, const comm::CommunicatorOptions& options) {
+  comm::GlooGroup group;
+  group.rank = t.rank;
+  group.size = t.size;
+  group.key_prefix = network_prefix(network, generation) + "world/";
+  group.verdict_prefix = verdict_prefix(generation);
+  return make_network(network, group, t, store, options);
+}
+
+// Every rank's view of the layout, gathered over `flat`, so that all ranks take
+// the same decision. Empty when hierarchical cannot serve the job.
+std::string layout_problem(const Topology& t, comm::Communicator& flat) {
+  const int fields = 5;
+  std::vector<std::int32_t> mine{t.rank, t.local_rank, t.local_size, t.cross_rank, t.cross_size};
+  std::vector<std::int32_t> all(fields * t.size);
+  std::vector<std::size_t> bytes(t.size, fields * sizeof(std::int32_t));
+  flat.allgatherv(mine.data(), bytes[0], all.data(), bytes);
+  const int local_size = all[2], cross_size = all[4];
+  if (local_size * cross_size != t.size)
+    return "the hosts run different numbers of ranks (" + std::to_string(t.size) + " ranks, " +
+           std::to_string(cross_size) + " hosts)";
+  for (int r = 0; r < t.size; ++r) {
+    const std::int32_t* f = &all[fields * r];
+    if (f[0] != r || f[2] != local_size || f[4] != cross_size || f[1] != r % local_size || f[3] != r / local_size)
+      return "rank " + std::to_string(r) + " (local rank " + std::to_string(f[1]) + " on host " +
+             std::to_string(f[3]) + ") breaks the host-by-host numbering with " + std::to_string(local_size) +
+             " ranks per host";
+  }
+  return "";
+}
+
+std::unique_ptr<comm::Communicator> make_local(const Topology& t, int generation,
+                                               const comm::CommunicatorOptions& options) {
+  if (t.local_size == 1) return comm::make_self_communicator();
+  // Hosts may be simulated on one machine, so the host index is part of the name.
+  return comm::make_shm_communicator(t.local_rank, t.local_size,
+                                     t.job_id + "-" + std::to_string(generation) + "-host" + std::to_string(t.cross_rank),
+                                     options);
+}
+
+std::unique_ptr<comm::Communicator> make_hierarchical(Network network, const Topology& t, int generation,
+                                                      store::StoreClient* store,
+                                                      const comm::CommunicatorOptions& options, bool forced) {
+  auto flat = make_flat(network, t, generation, store, options);
+  if (auto problem = layout_problem(t, *flat); !problem.empty()) {
+    if (forced) throw InvalidArgumentError("KOLO_HIERARCHICAL=1, but " + problem);
+    if (t.rank == 0) KOLO_LOG(Warning, "using the flat TCP communicator, not the hierarchical one: " << problem);
+    return flat;
+  }
+  auto local = make_local(t, generation, options);
+  // Same-local-rank peers, one per host.
+  comm::GlooGroup cross_group;
+  cross_group.rank = t.cross_rank;
+  cross_group.size = t.cross_size;
+  cross_group.key_prefix = network_prefix(network, generation) + "cross" + std::to_string(t.local_rank) + "/";
+  cross_group.verdict_prefix = verdict_prefix(generation);
+  for (int h = 0; h < t.cross_size; ++h) cross_group.job_ranks.push_back(h * t.local_size + t.local_rank);
+  auto cross = make_network(network, cross_group, t, store, options);
+  comm::HostLayout layout{t.local_rank, t.local_size, t.cross_rank, t.cross_size};
+  return comm::make_hierarchical_communicator(layout, std::move(local), std::move(cross), std::move(flat),
+                                              comm::FailureVerdict(store, verdict_prefix(generation), t.rank));
+}
+
+std::unique_ptr<comm::Communicator> make_mpi(const Topology& t, const comm::CommunicatorOptions& options) {
+  auto comm = comm::make_mpi_communicator(options);
+  if (comm->size() != t.size || comm->rank() != t.rank)
+    throw InvalidArgumentError("the MPI communicator needs the job's ranks to be MPI's, but MPI sees rank " +
+                               std::to_string(comm->rank()) + " of " + std::to_string(comm->size()) +
+                               " where the launcher said rank " +
+                               std::to_string(t.rank) + " of " + std::to_string(t.size) +
+                               "; start the job with mpirun or kolorun --mpi to use MPI");
+  return comm;
+}
+
+std::unique_ptr<comm::Communicator> choose(const Topology& t, int generation, store::StoreClient* store,
+                                           const comm::CommunicatorOptions& options) {
+  const Backend backend = backend_from_env();
+  const auto hierarchical = hierarchical_from_env();
+  const bool forced = hierarchical.value_or(false);
+  switch (backend) {
+    case Backend::Mpi: return make_mpi(t, options);
+    case Backend::Shm:
+      if (t.cross_size > 1)
+        throw InvalidArgumentError("KOLO_BACKEND=shm, but the job spans " + std::to_string(t.cross_size) +
+                                   " hosts; use KOLO_BACKEND=auto or gloo");
+      return comm::make_shm_communicator(t.rank, t.size, t.job_id + "-" + std::to_string(generation), options);
+    case Backend::Gloo:
+    case Backend::Tcp: {
+      const Network network = backend == Backend::Tcp ? Network::Tcp : Network::Gloo;
+      if (forced) return make_hierarchical(network, t, generation, store, options, true);
+      return make_flat(network, t, generation, store, options);
+    }
+    case Backend::Auto: break;
+  }
+  if (started_by_mpirun(t.launcher) && comm::mpi_available()) return make_mpi(t, options);
+  // Between hosts kolo's own sockets: gloo's transport hands every message
+  // through its I/O thread and waits for the receiver's ready notice, which makes
+  // allreduces up to 64 KiB tens of times slower (docs/benchmarks.md, "Across hosts").
+  if (hierarchical.value_or(t.cross_size > 1))
+    return make_hierarchical(Network::Tcp, t, generation, store, options, forced);
+  if (t.cross_size > 1) return make_flat(Network::Tcp, t, generation, store, options);
+  return comm::make_shm_communicator(t.rank, t.size, t.job_id + "-" + std::to_string(generation), options);
+}
+
+}  // namespace
+
+std::unique_ptr<comm::Communicator> make_set_communicator(const Topology& t, int generation, store::StoreClient* store,
+                                                          int set_id, const std::vector<int>& ranks) {
+  const int index = static_cast<int>(std::find(ranks.begin(), ranks.end(), t.rank) - ranks.begin());
+  const int size = static_cast<int>(ranks.size());
+  if (size == 1) return comm::make_self_communicator();
+  const std::string set_name = "set" + std::to_string(set_id);
+  const Backend backend = backend_from_env();
+  if (t.cross_size == 1 && (backend == Backend::Auto || backend == Backend::Shm))
+    return comm::make_shm_communicator(index, size, t.job_id + "-" + std::to_string(generation) + "-" + set_name,
+                                       options_from_env());
+  comm::GlooGroup group;
+  group.rank = index;
+  group.size = size;
+  group.key_prefix = generation_prefix(generation) + set_name + "/gloo/";
+  group.verdict_prefix = verdict_prefix(generation) + set_name + "/";
+  group.job_ranks = ranks;
+  return comm::make_gloo_communicator(group, require_store(store, "a process set's TCP communicator"),
+                                      comm::GlooNetwork::from_env(t.cross_size == 1), options_from_env());
+}
+
+std::unique_ptr<comm::Communicator> make_communicator(const Topology& t, int generation, store::StoreClient* store) {
+  const auto options = options_from_env();  // checked in a job of one too
+  if (t.size == 1) return comm::make_self_communicator();
+  auto comm = choose(t, generation, store, options);
+  if (t.rank == 0)
+    KOLO_LOG(Info, "communicator: " << comm->name() << " (" << t.size << " ranks on " << t.cross_size
+                                    << " host(s), started by " << to_string(t.launcher) << ")");
+  return comm;
+}
+
+}  // namespace kolo

@@ -1,0 +1,44 @@
+// Which communicator a job uses, from where its ranks run and how they started.
+//
+//   KOLO_BACKEND=auto (default)
+//     started by mpirun (and kolo built with MPI)      -> mpi
+//     every rank on one host                            -> shm
+//     ranks on several hosts                            -> hierarchical (shm + tcp)
+//   KOLO_BACKEND=shm    shm; an error when the job spans hosts
+//   KOLO_BACKEND=gloo   gloo (TCP) between all ranks, also on one host
+//   KOLO_BACKEND=tcp    kolo's own TCP sockets between all ranks, also on one host
+//   KOLO_BACKEND=mpi    mpi; the ranks must have been started by mpirun
+//   KOLO_HIERARCHICAL=0 gives flat tcp instead of hierarchical across hosts;
+//   KOLO_HIERARCHICAL=1 forces hierarchical (also on one host, and with
+//                        KOLO_BACKEND=gloo or tcp, which then joins the
+//                        hosts). mpi ignores it.
+// hierarchical needs the same number of ranks on every host, numbered host by
+// host; for other layouts auto falls back to flat tcp (with a warning) and a forced
+// KOLO_HIERARCHICAL=1 is an error. gloo, tcp and hierarchical need the rendezvous
+// store.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "bootstrap/topology.h"
+#include "comm/communicator.h"
+#include "store/store.h"
+
+namespace kolo {
+
+// `generation` counts init() calls (names must be fresh for each session);
+// `store` is the job's rendezvous store client, null when the job has none; it
+// must outlive the communicator.
+std::unique_ptr<comm::Communicator> make_communicator(const Topology& topology, int generation,
+                                                      store::StoreClient* store);
+
+// The communicator of process set `set_id` among its members `ranks` (job ranks,
+// ascending, this rank among them): shared memory when the job runs on one host
+// (unless KOLO_BACKEND asks for TCP), else TCP through Gloo between the members.
+// Its ranks are the members' indices in `ranks`.
+std::unique_ptr<comm::Communicator> make_set_communicator(const Topology& topology, int generation,
+                                                          store::StoreClient* store, int set_id,
+                                                          const std::vector<int>& ranks);
+
+}  // namespace kolo

@@ -1,0 +1,85 @@
+#include "plan/host_address.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cstdlib>
+#include <memory>
+#include <optional>
+#include <sstream>
+
+#include "launch_error.h"
+
+namespace kolorun {
+namespace {
+
+bool is_ipv4_literal(const std::string& text) {
+  in_addr parsed{};
+  return ::inet_pton(AF_INET, text.c_str(), &parsed) == 1;
+}
+
+// The first IPv4 address `name` resolves to here, unless it is loopback: a name
+// that resolves to loopback here (Debian's 127.0.1.1 for the own host name) says
+// nothing about the address other hosts reach.
+std::optional<std::string> resolved_ipv4(const std::string& name) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* result = nullptr;
+  if (::getaddrinfo(name.c_str(), nullptr, &hints, &result) != 0 || result == nullptr) return std::nullopt;
+  std::unique_ptr<addrinfo, void (*)(addrinfo*)> owner(result, ::freeaddrinfo);
+  const auto* address = reinterpret_cast<const sockaddr_in*>(result->ai_addr);
+  if ((ntohl(address->sin_addr.s_addr) >> 24) == 127) return std::nullopt;
+  char text[INET_ADDRSTRLEN] = {};
+  ::inet_ntop(AF_INET, &address->sin_addr, text, sizeof(text));
+  return std::string(text);
+}
+
+// Whether kolorun passes KOLO_HOST_ADDR at all.
+bool passes_host_addresses(const HostPlan& plan, const std::string& network_interface) {
+  const char* user_value = std::getenv("KOLO_HOST_ADDR");
+  return spans_other_hosts(plan) && network_interface.empty() && user_value == nullptr;
+}
+
+// The address for `host`'s ranks, or nullopt when kolorun knows none.
+std::optional<std::string> reachable_host_address(const std::string& host, const std::string& store_address) {
+  if (is_this_host(host)) return store_address;
+  const std::string name = host_part(host);
+  // The user named the address; it is taken as given, loopback included.
+  if (is_ipv4_literal(name)) return name;
+  return resolved_ipv4(name);
+}
+
+}  // namespace
+
+std::map<std::string, std::string> host_addresses(const HostPlan& plan, const std::string& store_address,
+                                                  const std::string& network_interface) {
+  std::map<std::string, std::string> addresses;
+  if (!passes_host_addresses(plan, network_interface)) return addresses;
+  for (const auto& host : plan.hosts) {
+    if (auto address = reachable_host_address(host.host, store_address)) addresses[host.host] = *address;
+  }
+  return addresses;
+}
+
+std::string format_host_addresses(const std::map<std::string, std::string>& addresses) {
+  std::string text;
+  for (const auto& [host, address] : addresses) text += (text.empty() ? "" : ",") + host + "=" + address;
+  return text;
+}
+
+std::map<std::string, std::string> parse_host_addresses(const std::string& text) {
+  std::map<std::string, std::string> addresses;
+  std::istringstream entries(text);
+  for (std::string entry; std::getline(entries, entry, ',');) {
+    auto eq = entry.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == entry.size())
+      throw LaunchError("'" + text + "' is not a list of host=address entries", 1);
+    addresses[entry.substr(0, eq)] = entry.substr(eq + 1);
+  }
+  return addresses;
+}
+
+}  // namespace kolorun

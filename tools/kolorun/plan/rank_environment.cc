@@ -1,0 +1,91 @@
+#include "plan/rank_environment.h"
+
+#include <sys/random.h>
+
+#include <array>
+#include <cerrno>
+#include <cstdint>
+#include <utility>
+
+#include "launch_error.h"
+
+namespace kolorun {
+
+std::string make_job_id() {
+  std::array<std::uint8_t, 8> bytes{};
+  std::size_t filled = 0;
+  while (filled < bytes.size()) {
+    ssize_t n = ::getrandom(bytes.data() + filled, bytes.size() - filled, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw LaunchError(system_error_text("cannot make a job id", errno), 1);
+    filled += static_cast<std::size_t>(n);
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string id;
+  for (auto byte : bytes) {
+    id += kHex[byte >> 4];
+    id += kHex[byte & 0xf];
+  }
+  return id;
+}
+
+std::vector<std::string> environment_entries(const char* const* env) {
+  std::vector<std::string> entries;
+  for (const char* const* entry = env; entry != nullptr && *entry != nullptr; ++entry) entries.emplace_back(*entry);
+  return entries;
+}
+
+std::string variable_name(const std::string& entry) { return entry.substr(0, entry.find('=')); }
+
+std::optional<std::string> lookup(const std::vector<std::string>& env, const std::string& name) {
+  for (const auto& entry : env)
+    if (variable_name(entry) == name) return entry.substr(name.size() + 1);
+  return std::nullopt;
+}
+
+std::vector<std::string> make_rank_environment(const std::vector<std::string>& base, const RankPlacement& rank,
+                                               int size, const JobIdentity& job) {
+  std::vector<std::pair<std::string, std::string>> kolo_vars = {
+      {"KOLO_RANK", std::to_string(rank.rank)},
+      {"KOLO_SIZE", std::to_string(size)},
+      {"KOLO_LOCAL_RANK", std::to_string(rank.local_rank)},
+      {"KOLO_LOCAL_SIZE", std::to_string(rank.local_size)},
+      {"KOLO_CROSS_RANK", std::to_string(rank.cross_rank)},
+      {"KOLO_CROSS_SIZE", std::to_string(rank.cross_size)},
+      {"KOLO_HOSTNAME", rank.host},
+      {"KOLO_JOB_ID", job.job_id},
+      {"KOLO_STORE_ADDR", job.store_addr},
+      {"KOLO_SECRET", job.secret},
+      {"KOLO_LAUNCHER", job.launcher},
+      {"KOLO_CPU_BIND", job.cpu_binding},
+  };
+  if (auto address = job.host_addresses.find(rank.host); address != job.host_addresses.end())
+    kolo_vars.emplace_back("KOLO_HOST_ADDR", address->second);
+  if (!job.network_interface.empty()) kolo_vars.emplace_back("KOLO_IFACE", job.network_interface);
+  if (!job.flight_dir.empty()) kolo_vars.emplace_back("KOLO_FLIGHT_RECORDER_DIR", job.flight_dir);
+  // What horovodrun sets, for scripts written for Horovod that read it.
+  kolo_vars.insert(kolo_vars.end(), {
+      {"HOROVOD_RANK", std::to_string(rank.rank)},
+      {"HOROVOD_SIZE", std::to_string(size)},
+      {"HOROVOD_LOCAL_RANK", std::to_string(rank.local_rank)},
+      {"HOROVOD_LOCAL_SIZE", std::to_string(rank.local_size)},
+      {"HOROVOD_CROSS_RANK", std::to_string(rank.cross_rank)},
+      {"HOROVOD_CROSS_SIZE", std::to_string(rank.cross_size)},
+      {"HOROVOD_HOSTNAME", rank.host},
+  });
+  auto set_by_kolorun = [&](const std::string& entry) {
+    auto name = entry.substr(0, entry.find('='));
+    for (const auto& [var, value] : kolo_vars)
+      if (var == name) return true;
+    return false;
+  };
+
+  std::vector<std::string> env;
+  for (const auto& entry : base) {
+    if (!set_by_kolorun(entry)) env.push_back(entry);
+  }
+  for (const auto& [var, value] : kolo_vars) env.push_back(var + "=" + value);
+  return env;
+}
+
+}  // namespace kolorun

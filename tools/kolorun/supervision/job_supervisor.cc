@@ -1,0 +1,439 @@
+#include "supervision/job_supervisor.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <set>
+#include <filesystem>
+#include <fstream>
+#include <cerrno>
+#include <cstring>
+#include <functional>
+#include <sstream>
+
+#include "flight_report.h"
+#include "remote/heartbeat_sender.h"
+#include "supervision/leftovers.h"
+#include "supervision/output_relay.h"
+
+namespace kolorun {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr std::size_t kReadChunk = 64 * 1024;
+// Reads per stream per poll round: enough to keep up, few enough to stay fair.
+constexpr int kReadsPerRound = 4;
+enum Stream { kStdout = 0, kStderr = 1 };
+
+std::string seconds_text(milliseconds duration) {
+  std::ostringstream out;
+  out << static_cast<double>(duration.count()) / 1000.0 << " s";
+  return out.str();
+}
+
+// "exited with code 3" / "was killed by signal 9 (Killed)", and the matching
+// shell-style status (the code, or 128+signal).
+std::pair<std::string, int> describe_wait_status(int status) {
+  if (WIFEXITED(status)) return {"exited with code " + std::to_string(WEXITSTATUS(status)), WEXITSTATUS(status)};
+  int sig = WTERMSIG(status);
+  return {"was killed by signal " + std::to_string(sig) + " (" + ::strsignal(sig) + ")", 128 + sig};
+}
+
+// Once a remote rank has been told to die (its control channel closed), how long
+// its local ssh / launcher process may take to report back before it is killed
+// here: the remote host may be unreachable.
+constexpr milliseconds kRemoteKillWait{3000};
+
+struct RankState {
+  int rank = 0;
+  pid_t pid = -1;
+  std::string label;  // empty: "rank N (pid P)"
+  bool running = false;
+  UniqueFd pipes[2];
+  std::unique_ptr<LineRelay> relays[2];
+  std::shared_ptr<RemoteControl> control;
+  std::function<std::string(int)> explain_exit;
+
+  std::string who() const {
+    return label.empty() ? "rank " + std::to_string(rank) + " (pid " + std::to_string(pid) + ")" : label;
+  }
+  // "rank 2 (pid 7) exited with code 3" / "rank 2 on host h1: exited with code 3"
+  std::string event(const std::string& what) const { return who() + (label.empty() ? " " : ": ") + what; }
+};
+
+}  // namespace
+
+struct JobSupervisor::Impl {
+  Impl(ProcessSpawner& spawner, SignalChannel& signals, SupervisorSettings settings, int stdout_fd, int stderr_fd)
+      : spawner(spawner), signals(signals), settings(settings), out(stdout_fd), err(stderr_fd) {}
+
+  ~Impl() {
+    // Reached with ranks still running only when the loop itself failed: leave
+    // nothing behind.
+    for (auto& r : ranks) {
+      if (!r.running) continue;
+      ::kill(-r.pid, SIGKILL);
+      while (::waitpid(r.pid, nullptr, 0) < 0 && errno == EINTR) {
+      }
+    }
+    out.flush();
+    err.flush();
+  }
+
+  ProcessSpawner& spawner;
+  SignalChannel& signals;
+  SupervisorSettings settings;
+  OutputSink out, err;
+  std::vector<RankState> ranks;
+  std::vector<char> read_buffer = std::vector<char>(kReadChunk);
+
+  std::optional<int> exit_status;  // set by what first ended the job
+  bool stopping = false;
+  bool killed = false;
+  std::optional<Clock::time_point> job_deadline, kill_deadline, drain_deadline, remote_kill_deadline;
+  // Between asking the ranks for their flight records and reading them.
+  std::optional<Clock::time_point> flight_deadline;
+  bool stop_after_flight = false;  // stop the job once the records are in
+  bool output_lost[2] = {false, false};  // by stream: a write failed other than for a closed reader
+  std::unique_ptr<HeartbeatSender> heartbeats;  // only when some rank is remote
+
+  void report(const std::string& message) {
+    err.append_line("kolorun: ", message);
+    err.flush();
+  }
+
+  void signal_rank(RankState& r, int sig) {
+    if (r.control && !r.control->closed()) {
+      r.control->send_signal(sig);
+      if (sig == SIGKILL && !remote_kill_deadline) remote_kill_deadline = Clock::now() + kRemoteKillWait;
+      return;
+    }
+    ::kill(-r.pid, sig);
+  }
+
+  void signal_running(int sig) {
+    for (auto& r : ranks)
+      if (r.running) signal_rank(r, sig);
+  }
+
+  // Ends the job: records its status (the first cause wins), tells the ranks with
+  // `sig`, and arms the kill deadline.
+  void stop_job(int status, int sig, const std::string& message) {
+    if (!exit_status) exit_status = status;
+    if (!message.empty()) report(message);
+    signal_running(sig);
+    if (!stopping) {
+      stopping = true;
+      kill_deadline = Clock::now() + settings.kill_grace;
+    }
+  }
+
+  // A failure or timeout: with a flight recorder, ask every rank for its record
+  // first and stop the job once they had time to write it.
+  void stop_job_after_records(int status, const std::string& message) {
+    if (settings.flight_dir.empty()) {
+      stop_job(status, SIGTERM, message);
+      return;
+    }
+    if (!exit_status) exit_status = status;
+    report(message);
+    if (!flight_deadline) request_records();
+    stop_after_flight = true;
+  }
+
+  // SIGUSR1 goes to each process whose kolo engine announced itself with a pid
+  // file, and only if it belongs to one of our ranks' process groups; the rest of
+  // a rank's group (a wrapper script, say) would die of it.
+  void request_records() {
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(settings.flight_dir, ec)) {
+      if (entry.path().extension() != ".pid") continue;
+      std::ifstream in(entry.path());
+      pid_t pid = 0;
+      if (!(in >> pid) || pid <= 0) continue;
+      pid_t group = ::getpgid(pid);
+      for (const auto& r : ranks) {
+        if (r.running && !r.control && group == r.pid) ::kill(pid, SIGUSR1);
+      }
+    }
+    flight_deadline = Clock::now() + settings.flight_wait;
+  }
+
+  void records_are_in() {
+    flight_deadline.reset();
+    // No directory: the program is not a kolo program (or never reached init()),
+    // and kept no flight record to report on.
+    std::error_code missing;
+    kolo::flight::record_files(settings.flight_dir, missing);
+    if (!missing)
+      report("flight recorder (" + settings.flight_dir + "):\n" +
+             kolo::flight::report_for_directory(settings.flight_dir, settings.size));
+    if (stop_after_flight) stop_job(*exit_status, SIGTERM, "");
+  }
+
+  void kill_remaining() {
+    for (auto& r : ranks) {
+      if (!r.running) continue;
+      report(r.event("did not stop within " + seconds_text(settings.kill_grace) + "; killing it"));
+      signal_rank(r, SIGKILL);
+    }
+    killed = true;
+  }
+
+  void start_ranks(const std::vector<LaunchSpec>& specs) {
+    for (const auto& spec : specs) {
+      if (stopping) break;
+      RankState state;
+      state.rank = spec.rank;
+      try {
+        RankProcess process = spawner.spawn(spec);
+        state.pid = process.pid;
+        if (settings.on_rank_started && !spec.remote) settings.on_rank_started(process.pid);
+        state.label = spec.label;
+        state.pipes[kStdout] = std::move(process.stdout_pipe);
+        state.pipes[kStderr] = std::move(process.stderr_pipe);
+        state.control = std::move(process.control);
+        if (state.control && heartbeats) heartbeats->add(state.control);
+        state.explain_exit = std::move(process.explain_exit);
+      } catch (const LaunchError& e) {
+        stop_job(e.exit_code(), SIGTERM, e.what());
+        break;
+      }
+      state.running = true;
+      state.relays[kStdout] = std::make_unique<LineRelay>(line_prefix(spec.rank, "stdout", settings.tag_output), out);
+      state.relays[kStderr] = std::make_unique<LineRelay>(line_prefix(spec.rank, "stderr", settings.tag_output), err);
+      if (settings.verbose) {
+        report(state.label.empty() ? state.event("started")
+                                   : state.label + " started (local pid " + std::to_string(state.pid) + ")");
+      }
+      ranks.push_back(std::move(state));
+      handle_signals();  // an interrupt while starting stops the start
+    }
+  }
+
+  void on_rank_exit(RankState& r, int status) {
+    r.running = false;
+    if (r.control) r.control->close();
+    auto [how, code] = describe_wait_status(status);
+    if (r.explain_exit && WIFEXITED(status)) {
+      std::string explanation = r.explain_exit(code);
+      if (!explanation.empty()) how += " (" + explanation + ")";
+    }
+    std::string text = r.event(how);
+    bool failed = code != 0;
+    if (failed && !stopping && !stop_after_flight) {
+      stop_job_after_records(code, text);
+    } else if (settings.verbose) {
+      report(text);
+    }
+  }
+
+  void reap_exited() {
+    std::vector<RankState*> exited;
+    for (auto& r : ranks) {
+      if (!r.running) continue;
+      siginfo_t info{};
+      // Peek first: while the rank is an unreaped zombie its pid, and so its process
+      // group id, cannot be reused, so killing the group cannot hit a stranger.
+      if (::waitid(P_PID, static_cast<id_t>(r.pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0) continue;
+      if (info.si_pid != r.pid) continue;
+      exited.push_back(&r);
+    }
+    // Ranks found dead together (kolorun was slow to look): the first failure
+    // reported decides the job's status, so a rank that died because another
+    // failed (its flight record blames that rank) comes after the one it blames.
+    if (exited.size() > 1 && !settings.flight_dir.empty()) {
+      std::set<int> blamers;  // each record is read once
+      for (const RankState* r : exited) {
+        const int b = kolo::flight::blamed_rank(settings.flight_dir, r->rank);
+        if (std::any_of(exited.begin(), exited.end(), [&](const RankState* o) { return o->rank == b; })) blamers.insert(r->rank);
+      }
+      std::stable_partition(exited.begin(), exited.end(), [&](const RankState* r) { return !blamers.count(r->rank); });
+    }
+    for (RankState* r : exited) {
+      ::kill(-r->pid, SIGKILL);  // whatever the rank left behind in its group
+      int status = 0;
+      while (::waitpid(r->pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      on_rank_exit(*r, status);
+    }
+  }
+
+  void handle_signals() {
+    for (int sig : signals.drain()) {
+      if (sig == SIGCHLD) {
+        reap_exited();
+      } else if (sig == SIGTSTP) {
+        // Ctrl-Z reaches only the terminal's foreground group, kolorun's: each
+        // rank leads a group of its own. They stop with kolorun and go on with it.
+        signal_running(SIGSTOP);
+        ::raise(SIGSTOP);
+        signal_running(SIGCONT);
+      } else if (sig == SIGUSR1) {
+        if (!settings.flight_dir.empty() && !flight_deadline) {
+          report("received SIGUSR1; asking every rank for its flight record");
+          request_records();
+        }
+      } else if (stopping) {
+        report(std::string("received SIG") + ::sigabbrev_np(sig) + " again; killing every rank now");
+        signal_running(SIGKILL);
+        killed = true;
+      } else {
+        stop_job(128 + sig, sig, std::string("received SIG") + ::sigabbrev_np(sig) + "; stopping every rank");
+      }
+    }
+  }
+
+  void close_stream(RankState& r, int stream) {
+    r.relays[stream]->finish();
+    r.pipes[stream].reset();
+  }
+
+  void read_output(RankState& r, int stream) {
+    for (int i = 0; i < kReadsPerRound; ++i) {
+      ssize_t n = ::read(r.pipes[stream].get(), read_buffer.data(), read_buffer.size());
+      if (n > 0) {
+        r.relays[stream]->consume(std::string_view(read_buffer.data(), static_cast<std::size_t>(n)));
+        if (static_cast<std::size_t>(n) < read_buffer.size()) return;
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno == EAGAIN) return;
+      close_stream(r, stream);  // end of stream, or an error that ends it
+      return;
+    }
+  }
+
+  bool any_running() const {
+    for (const auto& r : ranks)
+      if (r.running) return true;
+    return false;
+  }
+
+  bool any_stream_open() const {
+    for (const auto& r : ranks)
+      if (r.pipes[kStdout].valid() || r.pipes[kStderr].valid()) return true;
+    return false;
+  }
+
+  void check_deadlines(Clock::time_point now) {
+    if (job_deadline && !stopping && !stop_after_flight && now >= *job_deadline) {
+      stop_job_after_records(kExitTimeout, "the job did not finish within " + seconds_text(*settings.timeout) +
+                                                " (--timeout); stopping it");
+    }
+    if (flight_deadline && now >= *flight_deadline) records_are_in();
+    if (kill_deadline && !killed && now >= *kill_deadline) kill_remaining();
+    if (remote_kill_deadline && now >= *remote_kill_deadline) {
+      for (auto& r : ranks)
+        if (r.running) ::kill(-r.pid, SIGKILL);
+      remote_kill_deadline.reset();
+    }
+    if (!any_running() && !drain_deadline) drain_deadline = now + settings.output_drain;
+    if (drain_deadline && now >= *drain_deadline) {
+      for (auto& r : ranks)
+        for (int s : {kStdout, kStderr})
+          if (r.pipes[s].valid()) close_stream(r, s);
+    }
+  }
+
+  int poll_timeout_ms(Clock::time_point now) const {
+    std::optional<Clock::time_point> next;
+    auto consider = [&](const std::optional<Clock::time_point>& t, bool pending) {
+      if (t && pending && (!next || *t < *next)) next = t;
+    };
+    consider(job_deadline, !stopping);
+    consider(kill_deadline, !killed);
+    consider(drain_deadline, true);
+    consider(remote_kill_deadline, true);
+    consider(flight_deadline, true);
+    if (!next) return -1;
+    auto wait = std::chrono::ceil<milliseconds>(*next - now).count();
+    return static_cast<int>(std::clamp<long long>(wait, 0, 60'000));
+  }
+
+  void poll_once() {
+    std::vector<pollfd> fds{{signals.fd(), POLLIN, 0}};
+    std::vector<std::pair<RankState*, int>> owners{{nullptr, 0}};
+    for (auto& r : ranks) {
+      for (int s : {kStdout, kStderr}) {
+        if (!r.pipes[s].valid()) continue;
+        fds.push_back({r.pipes[s].get(), POLLIN, 0});
+        owners.emplace_back(&r, s);
+      }
+    }
+    int ready = ::poll(fds.data(), fds.size(), poll_timeout_ms(Clock::now()));
+    if (ready < 0 && errno != EINTR) throw LaunchError(system_error_text("poll failed", errno), 1);
+    for (std::size_t i = 1; ready > 0 && i < fds.size(); ++i) {
+      if (fds[i].revents != 0) read_output(*owners[i].first, owners[i].second);
+    }
+    out.flush();
+    err.flush();
+    close_streams_of_broken_sinks();
+    if (ready > 0 && fds[0].revents != 0) handle_signals();
+  }
+
+  // kolorun's own stdout or stderr is gone (`kolorun ... | head`): the ranks'
+  // streams into it are closed, so that a rank writing there gets SIGPIPE, as in
+  // a shell pipeline, instead of kolorun reading and dropping its output forever.
+  // Any other failure (a full disk) loses output while the job goes on: it is
+  // said once, and the job's exit is not 0.
+  void close_streams_of_broken_sinks() {
+    for (auto [sink, stream] : {std::pair{&out, kStdout}, std::pair{&err, kStderr}}) {
+      if (!sink->broken()) continue;
+      if (sink->error() == EPIPE) {
+        for (auto& r : ranks)
+          if (r.pipes[stream].valid()) close_stream(r, stream);
+      } else if (!output_lost[stream]) {
+        output_lost[stream] = true;
+        report(system_error_text(std::string("cannot write the ranks' output to kolorun's ") +
+                                     (stream == kStdout ? "stdout" : "stderr") + "; it is lost from here on",
+                                 sink->error()));
+      }
+    }
+  }
+
+  int run(const std::vector<LaunchSpec>& specs) {
+    if (settings.timeout) job_deadline = Clock::now() + *settings.timeout;
+    for (const auto& spec : specs)
+      if (spec.remote && !heartbeats) heartbeats = std::make_unique<HeartbeatSender>(settings.heartbeat_interval);
+    become_subreaper();
+    start_ranks(specs);
+    while (any_running() || any_stream_open()) {
+      poll_once();
+      check_deadlines(Clock::now());
+    }
+    // No process of the job outlives kolorun: what the ranks left (their
+    // groups were killed as each ended) is kolorun's now, and goes.
+    const auto stuck = remove_leftovers(settings.kill_grace);
+    if (!stuck.empty()) {
+      std::string pids;
+      for (pid_t pid : stuck) pids += (pids.empty() ? "" : ", ") + std::to_string(pid);
+      report("processes the job left could not be killed within " + seconds_text(settings.kill_grace) +
+             " (--kill-grace): pid(s) " + pids);
+    }
+    // Every rank ended before the records were due: whatever was written is in.
+    if (flight_deadline) records_are_in();
+    out.flush();
+    err.flush();
+    close_streams_of_broken_sinks();
+    if (exit_status.value_or(0) == 0 && (output_lost[kStdout] || output_lost[kStderr])) return kExitOutputLost;
+    return exit_status.value_or(0);
+  }
+};
+
+JobSupervisor::JobSupervisor(ProcessSpawner& spawner, SignalChannel& signals, SupervisorSettings settings,
+                             int stdout_fd, int stderr_fd)
+    : impl_(std::make_unique<Impl>(spawner, signals, settings, stdout_fd, stderr_fd)) {}
+
+JobSupervisor::~JobSupervisor() = default;
+
+int JobSupervisor::run(const std::vector<LaunchSpec>& ranks) { return impl_->run(ranks); }
+
+void JobSupervisor::report(const std::string& message) { impl_->report(message); }
+
+}  // namespace kolorun
