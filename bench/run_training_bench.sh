@@ -19,6 +19,8 @@
 # two workers use two cores and the comparison with one worker is fair). With
 # --repeat N the four runs are made N times, interleaved, and each keeps its best
 # total: on a shared machine that filters out the rounds other work slowed down.
+# Each round also runs two independent one-worker jobs side by side, one per core:
+# their sum over twice one worker is the scaling this machine allows at all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -84,34 +86,62 @@ best() { awk -v a="$1" -v b="$2" 'BEGIN { print (a > b ? a : b) }'; }
 echo "== $model, batch $batch_size per worker, ${image_size}x$image_size images, $threads thread(s) per worker" >&2
 # The same settings kolo::init() makes with mallopt (src/api/allocator_tuning.cc).
 tuned_malloc=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824
-kolo1=0 kolo2=0 ddp1=0 ddp2=0 tuned1=0 tuned2=0 py1=0 py2=0
+kolo1=0 kolo2=0 ddp1=0 ddp2=0 tuned1=0 tuned2=0 py1=0 py2=0 pair=0
 python_benchmark=(env "PYTHONPATH=$build_dir/python" "$python" examples/python/pytorch_synthetic_benchmark.py)
+
+# Two one-worker jobs at once, one per core, with no communication between them:
+# what two workers get from this machine (shared memory bandwidth and caches) with
+# nothing distributed in the way, the ceiling of every framework's scaling here.
+independent_pair() {
+  local a b
+  a=$(mktemp) b=$(mktemp)
+  taskset -c 0 "$kolorun" --bind-to none -np 1 "$benchmark" "${args[@]}" >"$a" 2>&1 &
+  local first=$!
+  taskset -c 1 "$kolorun" --bind-to none -np 1 "$benchmark" "${args[@]}" >"$b" 2>&1 || { cat "$b" >&2; exit 1; }
+  wait "$first" || { cat "$a" >&2; exit 1; }
+  cat "$a" "$b" | sed -n 's/.*Total img\/sec on 1 worker(s): \([0-9.]*\) +-.*/\1/p' | awk '{ s += $1 } END { print s }'
+  rm -f "$a" "$b"
+}
+
+# One configuration by name; each keeps its best round.
+run_config() {
+  case $1 in
+    py1) echo "-- round $round: kolo.torch (Python), 1 worker" >&2
+         py1=$(best "$py1" "$(total_img_sec "$kolorun" -np 1 "${python_benchmark[@]}" "${args[@]}")") ;;
+    py2) echo "-- round $round: kolo.torch (Python), 2 workers" >&2
+         py2=$(best "$py2" "$(total_img_sec "$kolorun" -np 2 "${python_benchmark[@]}" "${args[@]}")") ;;
+    kolo1) echo "-- round $round: kolo, 1 worker" >&2
+           kolo1=$(best "$kolo1" "$(total_img_sec "$kolorun" -np 1 "$benchmark" "${args[@]}")") ;;
+    kolo2) echo "-- round $round: kolo, 2 workers" >&2
+           kolo2=$(best "$kolo2" "$(total_img_sec "$kolorun" -np 2 "$benchmark" "${args[@]}")") ;;
+    pair) echo "-- round $round: two independent kolo 1-worker jobs, one per core" >&2
+          pair=$(best "$pair" "$(independent_pair)") ;;
+    ddp1) echo "-- round $round: PyTorch DDP (gloo), 1 worker" >&2
+          ddp1=$(best "$ddp1" "$(total_img_sec "$python" bench/ddp_synthetic.py --num-proc 1 "${args[@]}")") ;;
+    ddp2) echo "-- round $round: PyTorch DDP (gloo), 2 workers" >&2
+          ddp2=$(best "$ddp2" "$(total_img_sec "$python" bench/ddp_synthetic.py --num-proc 2 "${args[@]}")") ;;
+    tuned1) echo "-- round $round: PyTorch DDP (gloo), malloc tuned, 1 worker" >&2
+            tuned1=$(best "$tuned1" "$(total_img_sec env GLIBC_TUNABLES=$tuned_malloc "$python" bench/ddp_synthetic.py --num-proc 1 "${args[@]}")") ;;
+    tuned2) echo "-- round $round: PyTorch DDP (gloo), malloc tuned, 2 workers" >&2
+            tuned2=$(best "$tuned2" "$(total_img_sec env GLIBC_TUNABLES=$tuned_malloc "$python" bench/ddp_synthetic.py --num-proc 2 "${args[@]}")") ;;
+  esac
+}
+
+configs=(kolo1 kolo2 pair ddp1 ddp2 tuned1 tuned2)
+[[ $with_python == 1 ]] && configs=(py1 py2 "${configs[@]}")
 for round in $(seq "$repeat"); do
-  if [[ $with_python == 1 ]]; then
-    echo "-- round $round: kolo.torch (Python), 1 worker" >&2
-    py1=$(best "$py1" "$(total_img_sec "$kolorun" -np 1 "${python_benchmark[@]}" "${args[@]}")")
-    echo "-- round $round: kolo.torch (Python), 2 workers" >&2
-    py2=$(best "$py2" "$(total_img_sec "$kolorun" -np 2 "${python_benchmark[@]}" "${args[@]}")")
-  fi
-  echo "-- round $round: kolo, 1 worker" >&2
-  kolo1=$(best "$kolo1" "$(total_img_sec "$kolorun" -np 1 "$benchmark" "${args[@]}")")
-  echo "-- round $round: kolo, 2 workers" >&2
-  kolo2=$(best "$kolo2" "$(total_img_sec "$kolorun" -np 2 "$benchmark" "${args[@]}")")
-  echo "-- round $round: PyTorch DDP (gloo), 1 worker" >&2
-  ddp1=$(best "$ddp1" "$(total_img_sec "$python" bench/ddp_synthetic.py --num-proc 1 "${args[@]}")")
-  echo "-- round $round: PyTorch DDP (gloo), 2 workers" >&2
-  ddp2=$(best "$ddp2" "$(total_img_sec "$python" bench/ddp_synthetic.py --num-proc 2 "${args[@]}")")
-  echo "-- round $round: PyTorch DDP (gloo), malloc tuned, 1 worker" >&2
-  tuned1=$(best "$tuned1" "$(total_img_sec env GLIBC_TUNABLES=$tuned_malloc "$python" bench/ddp_synthetic.py --num-proc 1 "${args[@]}")")
-  echo "-- round $round: PyTorch DDP (gloo), malloc tuned, 2 workers" >&2
-  tuned2=$(best "$tuned2" "$(total_img_sec env GLIBC_TUNABLES=$tuned_malloc "$python" bench/ddp_synthetic.py --num-proc 2 "${args[@]}")")
+  # Each round starts one configuration later, so that no configuration always
+  # runs first (or last), where a drifting machine would favour or punish it.
+  n=${#configs[@]}
+  for ((i = 0; i < n; i++)); do run_config "${configs[$(((i + round - 1) % n))]}"; done
 done
 
-awk -v k1="$kolo1" -v k2="$kolo2" -v d1="$ddp1" -v d2="$ddp2" -v t1="$tuned1" -v t2="$tuned2" -v model="$model" 'BEGIN {
+awk -v k1="$kolo1" -v k2="$kolo2" -v p="$pair" -v d1="$ddp1" -v d2="$ddp2" -v t1="$tuned1" -v t2="$tuned2" -v model="$model" 'BEGIN {
   printf "\n%-34s %12s %12s %12s\n", model " img/sec", "1 worker", "2 workers", "scaling"
   printf "%-34s %12.1f %12.1f %11.1f%%\n", "kolo", k1, k2, 100 * k2 / (2 * k1)
   printf "%-34s %12.1f %12.1f %11.1f%%\n", "PyTorch DDP (gloo)", d1, d2, 100 * d2 / (2 * d1)
   printf "%-34s %12.1f %12.1f %11.1f%%\n", "PyTorch DDP (gloo) tuned malloc", t1, t2, 100 * t2 / (2 * t1)
+  printf "%-34s %12.1f %12.1f %11.1f%%\n", "two independent 1-worker jobs", k1, p, 100 * p / (2 * k1)
   printf "kolo / DDP with 2 workers: %.2fx (%.2fx against DDP with the tuned allocator)\n", k2 / d2, k2 / t2
 }'
 if [[ $with_python == 1 ]]; then
