@@ -36,7 +36,26 @@ enum class ReduceOp : std::uint8_t {
 };
 inline constexpr int kNumReduceOps = 5;
 
-std::size_t element_size(DataType dtype);
+namespace detail {
+[[noreturn]] void throw_invalid_data_type(DataType dtype);
+}  // namespace detail
+
+// Inline: every operation asks it several times on its way.
+inline std::size_t element_size(DataType dtype) {
+  switch (dtype) {
+    case DataType::UInt8:
+    case DataType::Int8:
+    case DataType::Bool: return 1;
+    case DataType::Int16:
+    case DataType::Float16:
+    case DataType::BFloat16: return 2;
+    case DataType::Int32:
+    case DataType::Float32: return 4;
+    case DataType::Int64:
+    case DataType::Float64: return 8;
+  }
+  detail::throw_invalid_data_type(dtype);
+}
 const char* to_string(DataType dtype);
 const char* to_string(ReduceOp op);
 bool is_floating_point(DataType dtype);

@@ -5,19 +5,7 @@
 
 namespace kolo {
 
-std::size_t element_size(DataType dtype) {
-  switch (dtype) {
-    case DataType::UInt8:
-    case DataType::Int8:
-    case DataType::Bool: return 1;
-    case DataType::Int16:
-    case DataType::Float16:
-    case DataType::BFloat16: return 2;
-    case DataType::Int32:
-    case DataType::Float32: return 4;
-    case DataType::Int64:
-    case DataType::Float64: return 8;
-  }
+void detail::throw_invalid_data_type(DataType dtype) {
   throw InvalidArgumentError("invalid data type " + std::to_string(static_cast<int>(dtype)));
 }
 

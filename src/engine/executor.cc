@@ -71,21 +71,6 @@ void Executor::run(const std::vector<const Response*>& batch, EntryMap& entries)
   if (phases_.comm_end < phases_.comm_start) phases_.comm_end = phases_.end;
 }
 
-void Executor::run_one(const Response& response, Operand operand, const std::vector<const void*>* gathered) {
-  phases_ = Phases{};
-  stamp(phases_.start);
-  phases_.comm_start = phases_.start;
-  if (response.op != OpType::Allreduce) {
-    run_single(response, *operand.entry, gathered);
-  } else if (gathered) {
-    reduce_gathered(response, operand.output, *gathered);
-  } else {
-    reduce_direct(response, operand.input, operand.output);
-  }
-  stamp(phases_.end);
-  if (phases_.comm_end < phases_.comm_start) phases_.comm_end = phases_.end;
-}
-
 std::size_t Executor::largest_input_bytes(const Response& response, int size) {
   const std::size_t row_bytes = static_cast<std::size_t>(row_elements(response.shape)) * element_size(response.dtype);
   std::int64_t rows = response.shape.empty() ? 1 : response.shape[0];

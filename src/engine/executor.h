@@ -36,7 +36,25 @@ class Executor {
     void* output;
     Entry* entry;  // null for an allreduce a caller runs without one (Engine::express)
   };
-  void run_one(const Response& response, Operand operand, const std::vector<const void*>* gathered);
+  // Inline: it is the express path's whole dispatch.
+  void run_one(const Response& response, Operand operand, const std::vector<const void*>* gathered) {
+    if (timed_) {
+      phases_ = Phases{};
+      stamp(phases_.start);
+      phases_.comm_start = phases_.start;
+    }
+    if (response.op != OpType::Allreduce) {
+      run_single(response, *operand.entry, gathered);
+    } else if (gathered) {
+      reduce_gathered(response, operand.output, *gathered);
+    } else {
+      reduce_direct(response, operand.input, operand.output);
+    }
+    if (timed_) {
+      stamp(phases_.end);
+      if (phases_.comm_end < phases_.comm_start) phases_.comm_end = phases_.end;
+    }
+  }
   // The largest input of any rank for `response` (an allgather's or alltoall's
   // differ): every rank's fits the agreement step's payload when this does.
   static std::size_t largest_input_bytes(const Response& response, int size);

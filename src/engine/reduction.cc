@@ -4,11 +4,9 @@
 
 namespace kolo::engine {
 
-void Reduction::prescale(void* data, std::size_t count) const {
-  if (prescales()) scale(data, count, dtype_, prescale_);
-}
+void Reduction::scale_by(void* data, std::size_t count, double factor) const { scale(data, count, dtype_, factor); }
 
-void Reduction::finish(void* data, std::size_t count) const {
+void Reduction::finish_average_or_postscale(void* data, std::size_t count) const {
   if (op_ == ReduceOp::Average && !is_floating_point(dtype_)) {
     divide_integer(data, count, dtype_, job_size_);
     return;
