@@ -636,7 +636,8 @@ TEST_F(KolorunSshTest, RemoteRankFailureOverSshEndsTheJob) {
 // left the rank's session (setsid) is found by the job's id and killed on its
 // host before kolorun returns.
 TEST_F(KolorunSshTest, RemoteRankLeavesNoProcessWhenTheJobEnds) {
-  std::string script = "setsid sleep 300 & echo $! > " + dir_.file("session.") + "$KOLO_RANK; exit 0";
+  // The pause lets setsid run before the rank's group is killed at its exit.
+  std::string script = "setsid sleep 300 & echo $! > " + dir_.file("session.") + "$KOLO_RANK; sleep 0.3; exit 0";
   auto result = kolo::testing::run_command(ssh_job({"sh", "-c", script}), 20s);
   EXPECT_EQ(result.exit_code, 0) << result.err;
   const auto sessions = read_pids(dir_.path(), "session.");
