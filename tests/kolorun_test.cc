@@ -463,6 +463,23 @@ TEST_F(KolorunTest, KillingKolorunLeavesNoProcessOfTheJobEvenInOtherSessions) {
   EXPECT_FALSE(leftovers()) << "the job's shared memory stayed";
 }
 
+// A rank that runs a job of its own (kolorun under kolorun): the outer job's
+// watchdog kills the inner kolorun, whose watchdog must still clean up the inner job.
+TEST_F(KolorunTest, KillingKolorunCleansUpAJobThatOneOfItsRanksStarted) {
+  const std::string inner = "echo $KOLO_JOB_ID > " + path("job") + "; setsid sleep 300 & sleep 300";
+  KolorunProcess process(KOLORUN_PATH, {"-np", "1", KOLORUN_PATH, "-np", "1", "sh", "-c", inner});
+  ASSERT_TRUE(wait_for_line(path("job"), 5s).has_value());
+  const std::string job = *wait_for_line(path("job"), 1s);
+  const auto deadline = Clock::now() + 5s;
+  while (kolo::testing::processes_of_job(job).size() < 3 && Clock::now() < deadline) std::this_thread::sleep_for(10ms);
+  ASSERT_GE(kolo::testing::processes_of_job(job).size(), 3u);
+  kill(process.pid(), SIGKILL);
+  process.wait(10s);
+  const auto gone_by = Clock::now() + time_bound(5s);
+  while (!kolo::testing::processes_of_job(job).empty() && Clock::now() < gone_by) std::this_thread::sleep_for(10ms);
+  EXPECT_TRUE(kolo::testing::processes_of_job(job).empty()) << "a process of the inner job outlived both kolorun";
+}
+
 TEST_F(KolorunTest, RanksInheritNoSocketOfKolorun) {
   // The store's listening socket and connections stay in kolorun.
   auto result = run_kolorun({"-np", "2", "sh", "-c", "ls -l /proc/$$/fd | grep -c socket: || true"});

@@ -28,4 +28,10 @@ std::vector<pid_t> find_job_processes(const JobProcessMatch& match);
 // whether none was left.
 bool kill_job_processes(const JobProcessMatch& match, std::chrono::milliseconds limit);
 
+// Blanks this process's own exec-time environment as /proc shows it, so that no
+// sweep matches it: a watchdog forked from a kolorun that a rank of another job
+// started carries that job's id, and must not be killed by that job's sweep
+// before its own is done.
+void hide_own_environment();
+
 }  // namespace kolorun

@@ -35,6 +35,7 @@ constexpr milliseconds kSweepWait = kSweepLimit + milliseconds(2000);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
   const int null = ::open("/dev/null", O_RDWR);
   for (int std_fd : {0, 1, 2}) ::dup2(null, std_fd);
+  hide_own_environment();
   std::vector<pid_t> groups;
   for (;;) {
     pid_t group = 0;
