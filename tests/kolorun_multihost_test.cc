@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "comm/mpi/mpi_communicator.h"
+#include "harness/job_processes.h"
 #include "harness/netns.h"
 #include "harness/time_bound.h"
 
@@ -631,6 +632,19 @@ TEST_F(KolorunSshTest, RemoteRankFailureOverSshEndsTheJob) {
   for (pid_t pid : read_pids(dir_.path(), "pids.")) EXPECT_FALSE(process_alive(pid)) << pid << " survived";
 }
 
+// Behind sshd, a remote rank's processes are no descendants of kolorun: what
+// left the rank's session (setsid) is found by the job's id and killed on its
+// host before kolorun returns.
+TEST_F(KolorunSshTest, RemoteRankLeavesNoProcessWhenTheJobEnds) {
+  // The pause lets setsid run before the rank's group is killed at its exit.
+  std::string script = "setsid sleep 300 & echo $! > " + dir_.file("session.") + "$KOLO_RANK; sleep 0.3; exit 0";
+  auto result = kolo::testing::run_command(ssh_job({"sh", "-c", script}), 20s);
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  const auto sessions = read_pids(dir_.path(), "session.");
+  EXPECT_EQ(sessions.size(), 2u);
+  for (pid_t pid : sessions) EXPECT_FALSE(process_alive(pid)) << pid << " outlived kolorun";
+}
+
 TEST_F(KolorunSshTest, ProgramMissingOnTheRemoteHostIsNamed) {
   // Only remote ranks: the program is looked for on the remote host, not here.
   auto result = kolo::testing::run_command(
@@ -764,6 +778,74 @@ TEST_F(KolorunRemoteExec, RemoteRanksGetTheirEnvironmentAndWorkingDirectory) {
   EXPECT_EQ(reports[1]["host"], "b");
   EXPECT_EQ(reports[1]["iface"], "lo");
   EXPECT_EQ(reports[1]["cwd"], fs::current_path().string());
+}
+
+// kolorun SIGKILLed: each --remote-exec sees its stdin end and kills its rank's
+// group, but not what left it (setsid); kolorun's watchdog finds those by the
+// job's id.
+TEST_F(KolorunRemoteExec, KillingKolorunLeavesNoProcessOfItsRemoteRanks) {
+  std::string script = "echo $KOLO_JOB_ID > " + dir_.file("job.") + "$KOLO_RANK; setsid sleep 300 & sleep 300";
+  Subprocess kolorun(job({"sh", "-c", script}));
+  ASSERT_TRUE(wait_for([&] { return fs::exists(dir_.file("job.1")) && !read_file(dir_.file("job.1")).empty(); }, 10s));
+  std::string job_id = read_file(dir_.file("job.1"));
+  job_id.erase(job_id.find_last_not_of('\n') + 1);
+  ASSERT_TRUE(wait_for([&] { return kolo::testing::processes_of_job(job_id).size() >= 4; }, 10s));
+  ::kill(kolorun.pid(), SIGKILL);
+  kolorun.wait(10s);
+  EXPECT_TRUE(wait_for([&] { return kolo::testing::processes_of_job(job_id).empty(); }, time_bound(5s)))
+      << kolo::testing::processes_of_job(job_id).size() << " process(es) of the job outlived kolorun";
+}
+
+// A --remote-exec SIGKILLed (the far end of a dropped ssh, say): its rank dies of
+// its death signal, and the rank's own watchdog kills what left its session, at
+// once, while the job's other ranks still run.
+TEST_F(KolorunRemoteExec, KilledRemoteExecTakesItsRanksProcessesWithIt) {
+  std::string script = "trap '' TERM; echo $PPID > " + dir_.file("remote_exec.") + "$KOLO_RANK; setsid sleep 300 & echo $! > " +
+                       dir_.file("session.") + "$KOLO_RANK; sleep 300";
+  Subprocess kolorun(job({"--kill-grace", "30", "sh", "-c", script}));
+  ASSERT_TRUE(wait_for([&] { return read_pids(dir_.path(), "session.").size() == 2 &&
+                                    read_pids(dir_.path(), "remote_exec.").size() == 2; }, 10s));
+  const pid_t remote_exec = read_pids(dir_.path(), "remote_exec.1").at(0);
+  const pid_t session = read_pids(dir_.path(), "session.1").at(0);
+  ::kill(remote_exec, SIGKILL);
+  EXPECT_TRUE(wait_for([&] { return !process_alive(session); }, time_bound(3s))) << session << " survived its rank";
+  EXPECT_TRUE(process_alive(kolorun.pid()));  // still waiting for rank 0, which ignores SIGTERM
+  ::kill(kolorun.pid(), SIGINT);  // the job is stopping already: this kills at once
+  kolorun.wait(10s);
+}
+
+// A launcher command that never runs `kolorun --remote-exec` (a login that hangs)
+// fails the job within --host-timeout, naming the host and the command.
+TEST_F(KolorunRemoteExec, LauncherCommandThatNeverStartsTheRemoteSideFailsInTime) {
+  const std::string hang = dir_.file("hang");
+  std::ofstream(hang) << "#!/bin/sh\nexec sleep 1000\n";
+  fs::permissions(hang, fs::perms::owner_all);
+  const auto started = Clock::now();
+  auto result = kolo::testing::run_command({KOLORUN_PATH, "-H", "a:1,b:1", "--network-interface", "lo",
+                                            "--launcher-command", hang + " {host}", "--host-timeout", "1", "true"},
+                                           20s);
+  EXPECT_FALSE(result.timed_out);
+  EXPECT_EQ(result.exit_code, 255) << result.err;
+  EXPECT_LT(Clock::now() - started, time_bound(5s));
+  EXPECT_NE(result.err.find("kolorun: rank 0 on host a: kolorun --remote-exec did not start there within 1 s "
+                            "(--host-timeout) of the launcher command: " + hang + " a "),
+            std::string::npos)
+      << result.err;
+}
+
+// One that exits at once without running anything is named with its status.
+TEST_F(KolorunRemoteExec, LauncherCommandThatExitsWithoutStartingTheRemoteSideIsNamed) {
+  const std::string quit = dir_.file("quit");
+  std::ofstream(quit) << "#!/bin/sh\nexit 0\n";
+  fs::permissions(quit, fs::perms::owner_all);
+  auto result = kolo::testing::run_command(
+      {KOLORUN_PATH, "-H", "a:1,b:1", "--network-interface", "lo", "--launcher-command", quit + " {host}", "true"}, 20s);
+  EXPECT_FALSE(result.timed_out);
+  EXPECT_EQ(result.exit_code, 255) << result.err;
+  EXPECT_NE(result.err.find("kolorun: rank 0 on host a: exited with code 0 before kolorun --remote-exec ran there "
+                            "(launcher command: " + quit + " a "),
+            std::string::npos)
+      << result.err;
 }
 
 TEST_F(KolorunRemoteExec, SilenceFromKolorunKillsTheRemoteRankGroup) {

@@ -28,6 +28,7 @@
 #error "tests/CMakeLists.txt defines KOLORUN_PATH as the kolorun binary"
 #endif
 
+#include "harness/job_processes.h"
 #include "harness/kolorun_process.h"
 #include "harness/time_bound.h"
 
@@ -435,6 +436,48 @@ TEST_F(KolorunTest, KillingKolorunLeavesNoProcessOrFileOfTheJob) {
   };
   while (leftovers() && Clock::now() < deadline) std::this_thread::sleep_for(10ms);
   EXPECT_FALSE(leftovers()) << "the job's flight directory or shared memory stayed";
+}
+
+// What a rank started in a session of its own (setsid) is in no process group
+// kolorun knows, and its parent is gone: the watchdog finds it by the job's id in
+// its environment.
+TEST_F(KolorunTest, KillingKolorunLeavesNoProcessOfTheJobEvenInOtherSessions) {
+  const std::string body = "echo $KOLO_JOB_ID > " + path("job.") + "$KOLO_RANK; : > /dev/shm/kolo-$KOLO_JOB_ID-test$KOLO_RANK; "
+                           "setsid sleep 300 & sleep 300";
+  KolorunProcess process(KOLORUN_PATH, {"-np", "2", "sh", "-c", body});
+  ASSERT_TRUE(wait_for_line(path("job.0"), 5s).has_value());
+  ASSERT_TRUE(wait_for_line(path("job.1"), 5s).has_value());
+  const std::string job = *wait_for_line(path("job.0"), 1s);
+  const auto deadline = Clock::now() + 5s;
+  while (kolo::testing::processes_of_job(job).size() < 4 && Clock::now() < deadline) std::this_thread::sleep_for(10ms);
+  ASSERT_GE(kolo::testing::processes_of_job(job).size(), 4u) << "two ranks, each with a sleep in another session";
+  kill(process.pid(), SIGKILL);
+  process.wait(10s);
+  auto leftovers = [&] {
+    return !kolo::testing::processes_of_job(job).empty() || fs::exists("/dev/shm/kolo-" + job + "-test0") ||
+           fs::exists("/dev/shm/kolo-" + job + "-test1");
+  };
+  const auto gone_by = Clock::now() + time_bound(5s);
+  while (leftovers() && Clock::now() < gone_by) std::this_thread::sleep_for(10ms);
+  EXPECT_TRUE(kolo::testing::processes_of_job(job).empty()) << "a process of the job outlived kolorun";
+  EXPECT_FALSE(leftovers()) << "the job's shared memory stayed";
+}
+
+// A rank that runs a job of its own (kolorun under kolorun): the outer job's
+// watchdog kills the inner kolorun, whose watchdog must still clean up the inner job.
+TEST_F(KolorunTest, KillingKolorunCleansUpAJobThatOneOfItsRanksStarted) {
+  const std::string inner = "echo $KOLO_JOB_ID > " + path("job") + "; setsid sleep 300 & sleep 300";
+  KolorunProcess process(KOLORUN_PATH, {"-np", "1", KOLORUN_PATH, "-np", "1", "sh", "-c", inner});
+  ASSERT_TRUE(wait_for_line(path("job"), 5s).has_value());
+  const std::string job = *wait_for_line(path("job"), 1s);
+  const auto deadline = Clock::now() + 5s;
+  while (kolo::testing::processes_of_job(job).size() < 3 && Clock::now() < deadline) std::this_thread::sleep_for(10ms);
+  ASSERT_GE(kolo::testing::processes_of_job(job).size(), 3u);
+  kill(process.pid(), SIGKILL);
+  process.wait(10s);
+  const auto gone_by = Clock::now() + time_bound(5s);
+  while (!kolo::testing::processes_of_job(job).empty() && Clock::now() < gone_by) std::this_thread::sleep_for(10ms);
+  EXPECT_TRUE(kolo::testing::processes_of_job(job).empty()) << "a process of the inner job outlived both kolorun";
 }
 
 TEST_F(KolorunTest, RanksInheritNoSocketOfKolorun) {

@@ -14,6 +14,7 @@ inline constexpr int kExitTimeout = 124;  // as timeout(1)
 inline constexpr int kExitOutputLost = 74;  // EX_IOERR: the job succeeded, its output was not all written
 inline constexpr int kExitNotExecutable = 126;  // as a POSIX shell
 inline constexpr int kExitNotFound = 127;       // as a POSIX shell
+inline constexpr int kExitHostUnreachable = 255;  // as ssh, for a host that was not reached
 
 class LaunchError : public kolo::Error {
  public:

@@ -151,10 +151,18 @@ int run_launcher(const std::vector<std::string>& args) {
   const char* user_flight_dir = std::getenv("KOLO_FLIGHT_RECORDER_DIR");
   job.flight_dir = user_flight_dir && *user_flight_dir ? user_flight_dir : "/tmp/kolo-flight-" + job.job_id;
   // Before the store's thread: the watchdog is forked from a process of one thread.
-  JobWatchdog watchdog(job.job_id, user_flight_dir && *user_flight_dir ? "" : job.flight_dir);
+  WatchdogDuty duty;
+  duty.processes.entries = {"KOLO_JOB_ID=" + job.job_id};
+  duty.job_id = job.job_id;
+  duty.flight_dir = user_flight_dir && *user_flight_dir ? "" : job.flight_dir;
+  JobWatchdog watchdog(std::move(duty));
   kolo::store::StoreServer store(job.secret, endpoint.address, 0);
   job.store_addr = endpoint.address + ":" + std::to_string(store.port());
-  if (options.mpi) return run_mpi(options, plan, job, signals, endpoint.reason);
+  if (options.mpi) {
+    const int status = run_mpi(options, plan, job, signals, endpoint.reason);
+    watchdog.sweep();
+    return status;
+  }
 
   SupervisorSettings settings = supervisor_settings(options);
   settings.flight_dir = job.flight_dir;
@@ -166,6 +174,7 @@ int run_launcher(const std::vector<std::string>& args) {
                       endpoint.reason + "), " + plan.describe());
   }
   int status = supervisor.run(make_launch_specs(plan, program_path, options.command, job));
+  watchdog.sweep();
   // A successful job's records (if SIGUSR1 asked for any) are of no further use.
   if (status == 0 && !user_flight_dir) {
     std::error_code ec;

@@ -5,8 +5,10 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,6 +46,11 @@ struct RankProcess {
   // Extra words for an exit status that means more than the rank's own code
   // (ssh's 255); empty when there is nothing to add.
   std::function<std::string(int exit_code)> explain_exit;
+  // Remote ranks: how long after its start the local process may take to show
+  // that `kolorun --remote-exec` runs at the far end (remote/start_word.h), and
+  // the command, as messages name it. No timeout: nothing is awaited.
+  std::optional<std::chrono::milliseconds> start_timeout;
+  std::string launcher_command;
 };
 
 // The rank's program could not be started (exec failed in the child); the child

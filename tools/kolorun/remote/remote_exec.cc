@@ -20,6 +20,8 @@
 #include "options/program_path.h"
 #include "plan/rank_environment.h"
 #include "remote/remote_protocol.h"
+#include "remote/start_word.h"
+#include "supervision/job_watchdog.h"
 #include "supervision/shm_cleanup.h"
 #include "supervision/signal_channel.h"
 
@@ -169,6 +171,17 @@ class RankWatch {
   std::optional<int> status_;
 };
 
+// This rank's processes on this host: other ranks of the job may run here too,
+// each under a --remote-exec of its own that cleans up after it.
+WatchdogDuty rank_watchdog_duty(const std::string& job_id, int rank) {
+  WatchdogDuty duty;
+  if (job_id.empty()) return duty;  // no entries: nothing matches
+  duty.processes.entries = {"KOLO_JOB_ID=" + job_id, "KOLO_RANK=" + std::to_string(rank)};
+  duty.job_id = job_id;
+  duty.segments_leased = true;
+  return duty;
+}
+
 int start_and_watch(const RemoteSpec& spec, const std::string& early_control, SignalChannel& signals) {
   std::vector<std::string> env = merged_environment(spec.env);
   // The rank's program is found through the PATH it will run with.
@@ -186,9 +199,16 @@ int start_and_watch(const RemoteSpec& spec, const std::string& early_control, Si
   UniqueFd dev_null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   try {
     launch.program_path = resolve_program(spec.argv.front());
-    HostJobLease lease(lookup(env, "KOLO_JOB_ID").value_or(""));
+    const std::string job_id = lookup(env, "KOLO_JOB_ID").value_or("");
+    // Before the lease: a watchdog that inherited its descriptor would hold the
+    // lease after this process died.
+    JobWatchdog watchdog(rank_watchdog_duty(job_id, spec.rank));
+    HostJobLease lease(job_id);
     RankProcess process = start_process(launch, ProcessStdio{dev_null.get(), false});
-    return RankWatch(spec, process.pid, signals).run(early_control);
+    const int status = RankWatch(spec, process.pid, signals).run(early_control);
+    // What the rank left outside its group (setsid) goes before the lease does.
+    watchdog.sweep();
+    return status;
   } catch (const LaunchError& e) {
     say(spec.label, e.what());
     return e.exit_code();
@@ -202,6 +222,7 @@ int run_remote_exec() {
   // may carry its death signal; its end is driven by stdin instead, so that it can
   // take the rank's whole group down with it.
   ::prctl(PR_SET_PDEATHSIG, 0);
+  say_started();
   try {
     SignalChannel signals;
     std::string early_control;

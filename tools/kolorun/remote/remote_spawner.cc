@@ -28,6 +28,17 @@ std::string replace_all(std::string text, const std::string& from, const std::st
   return text;
 }
 
+// The command as a shell would take it back, for messages.
+std::string command_text(const std::vector<std::string>& words) {
+  std::string text;
+  for (const auto& word : words) {
+    const bool plain = !word.empty() && word.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                               "0123456789_-./=:@%+,{}") == std::string::npos;
+    text += (text.empty() ? "" : " ") + (plain ? word : shell_quote(word));
+  }
+  return text;
+}
+
 long whole_seconds(std::chrono::milliseconds duration) {
   return std::max<long>(1, static_cast<long>((duration.count() + 999) / 1000));
 }
@@ -84,6 +95,10 @@ class RemoteSpawner {
     UniqueFd read_end(fds[0]), write_end(fds[1]);
     RankProcess process = start_process(local, ProcessStdio{read_end.get(), true});
     process.control = std::make_shared<RemoteControl>(std::move(write_end), encode_remote_spec(remote));
+    // ssh's own ConnectTimeout is the host timeout and names the failure better;
+    // logging in comes after connecting, hence twice as long for ssh.
+    process.start_timeout = access_.launcher_command.empty() ? 2 * access_.host_timeout : access_.host_timeout;
+    process.launcher_command = command_text(local.argv);
     if (access_.launcher_command.empty()) {
       process.explain_exit = [host = spec.host](int code) -> std::string {
         return code == 255 ? "ssh's status for a failed or lost connection: is " + host + " reachable?" : "";

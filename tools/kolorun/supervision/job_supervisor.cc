@@ -16,6 +16,7 @@
 
 #include "flight_report.h"
 #include "remote/heartbeat_sender.h"
+#include "remote/start_word.h"
 #include "supervision/leftovers.h"
 #include "supervision/output_relay.h"
 
@@ -58,6 +59,12 @@ struct RankState {
   std::unique_ptr<LineRelay> relays[2];
   std::shared_ptr<RemoteControl> control;
   std::function<std::string(int)> explain_exit;
+  // A remote rank until its --remote-exec said it started (start_word.h).
+  std::unique_ptr<StartWordFilter> start_word;
+  std::optional<Clock::time_point> start_deadline;
+  milliseconds start_timeout{0};
+  std::string launcher_command;
+  bool awaiting_start() const { return start_word && !start_word->seen() && start_deadline.has_value(); }
 
   std::string who() const {
     return label.empty() ? "rank " + std::to_string(rank) + " (pid " + std::to_string(pid) + ")" : label;
@@ -200,6 +207,12 @@ struct JobSupervisor::Impl {
         state.control = std::move(process.control);
         if (state.control && heartbeats) heartbeats->add(state.control);
         state.explain_exit = std::move(process.explain_exit);
+        if (process.start_timeout) {
+          state.start_word = std::make_unique<StartWordFilter>();
+          state.start_timeout = *process.start_timeout;
+          state.start_deadline = Clock::now() + *process.start_timeout;
+          state.launcher_command = std::move(process.launcher_command);
+        }
       } catch (const LaunchError& e) {
         stop_job(e.exit_code(), SIGTERM, e.what());
         break;
@@ -223,6 +236,14 @@ struct JobSupervisor::Impl {
     if (r.explain_exit && WIFEXITED(status)) {
       std::string explanation = r.explain_exit(code);
       if (!explanation.empty()) how += " (" + explanation + ")";
+    }
+    // The word may still be in the pipe, behind the exit's signal.
+    while (r.awaiting_start() && r.pipes[kStdout].valid() && read_output(r, kStdout)) {
+    }
+    if (r.awaiting_start()) {
+      r.start_deadline.reset();
+      how += " before kolorun --remote-exec ran there (launcher command: " + r.launcher_command + ")";
+      if (code == 0) code = kExitHostUnreachable;
     }
     std::string text = r.event(how);
     bool failed = code != 0;
@@ -290,23 +311,33 @@ struct JobSupervisor::Impl {
   }
 
   void close_stream(RankState& r, int stream) {
+    if (stream == kStdout && r.start_word) r.relays[stream]->consume(r.start_word->finish());
     r.relays[stream]->finish();
     r.pipes[stream].reset();
   }
 
-  void read_output(RankState& r, int stream) {
+  // Returns whether more may be waiting (this round's reads were all full).
+  bool read_output(RankState& r, int stream) {
     for (int i = 0; i < kReadsPerRound; ++i) {
       ssize_t n = ::read(r.pipes[stream].get(), read_buffer.data(), read_buffer.size());
       if (n > 0) {
-        r.relays[stream]->consume(std::string_view(read_buffer.data(), static_cast<std::size_t>(n)));
-        if (static_cast<std::size_t>(n) < read_buffer.size()) return;
+        std::string_view bytes(read_buffer.data(), static_cast<std::size_t>(n));
+        if (stream == kStdout && r.start_word) {
+          const std::string passed = r.start_word->consume(bytes);
+          if (r.start_word->seen()) r.start_deadline.reset();
+          r.relays[stream]->consume(passed);
+        } else {
+          r.relays[stream]->consume(bytes);
+        }
+        if (static_cast<std::size_t>(n) < read_buffer.size()) return false;
         continue;
       }
       if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && errno == EAGAIN) return;
+      if (n < 0 && errno == EAGAIN) return false;
       close_stream(r, stream);  // end of stream, or an error that ends it
-      return;
+      return false;
     }
+    return true;
   }
 
   bool any_running() const {
@@ -327,6 +358,14 @@ struct JobSupervisor::Impl {
                                                 " (--timeout); stopping it");
     }
     if (flight_deadline && now >= *flight_deadline) records_are_in();
+    for (auto& r : ranks) {
+      if (!r.running || !r.awaiting_start() || now < *r.start_deadline) continue;
+      r.start_deadline.reset();
+      stop_job(kExitHostUnreachable, SIGTERM,
+               r.event("kolorun --remote-exec did not start there within " + seconds_text(r.start_timeout) +
+                       " (--host-timeout) of the launcher command: " + r.launcher_command + "; killing it"));
+      ::kill(-r.pid, SIGKILL);
+    }
     if (kill_deadline && !killed && now >= *kill_deadline) kill_remaining();
     if (remote_kill_deadline && now >= *remote_kill_deadline) {
       for (auto& r : ranks)
@@ -351,6 +390,7 @@ struct JobSupervisor::Impl {
     consider(drain_deadline, true);
     consider(remote_kill_deadline, true);
     consider(flight_deadline, true);
+    for (const auto& r : ranks) consider(r.start_deadline, r.running);
     if (!next) return -1;
     auto wait = std::chrono::ceil<milliseconds>(*next - now).count();
     return static_cast<int>(std::clamp<long long>(wait, 0, 60'000));

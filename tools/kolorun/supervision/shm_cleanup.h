@@ -36,4 +36,8 @@ class HostJobLease {
   int fd_ = -1;
 };
 
+// Removes the job's segments on this host unless some --remote-exec of the job
+// still holds its lease there (for a --remote-exec that died without letting go).
+void remove_job_segments_unless_leased(const std::string& job_id);
+
 }  // namespace kolorun
