@@ -72,10 +72,10 @@ struct CommunicatorFactory {
   // hierarchical parts time out at the same moment, and a host leader stuck in
   // its host's barrier looks stalled to the other hosts.
   bool names_stalled_rank = true;
-  // A stopped rank, continued after its peers failed and left, finds out with a
-  // PeerFailureError. libgloo writes to its sockets without MSG_NOSIGNAL: such a
-  // rank dies of SIGPIPE (the test kills it instead).
-  bool survives_peers_that_left = true;
+  // The message of a PeerFailureError names the failed rank by its job rank
+  // (peer_rank() always does). Over gloo, the hierarchical communicator passes on
+  // a failure seen in a host's shared-memory part in that host's local numbering.
+  bool messages_name_job_ranks = true;
   // Non-empty: a peer of a rank that called abort() learns it, as a
   // PeerFailureError naming that rank and saying this (with the reason).
   std::string abort_seen_by_peers;
