@@ -36,7 +36,7 @@ constexpr ReduceOp kReduceOps[] = {ReduceOp::Sum, ReduceOp::Min, ReduceOp::Max, 
 // 0, 1, small odd counts, and counts just past the lowered thresholds (1 KiB and
 // 4 KiB of a 4-byte type, several 4 KiB rounds, the shm one-step path).
 const std::size_t kCounts[] = {0, 1, 3, 257, 1000, 4099, 7919, 40961};
-// Past the whole shared area of the lowered shm slots, and MPI's large path.
+// Byte-level collectives past the whole shared area of the lowered shm slots.
 constexpr std::size_t kLargeBytes = 1 << 20;
 
 std::string describe(const char* what, DataType dtype, std::size_t count, ReduceOp op) {
@@ -97,7 +97,8 @@ TEST_P(CommunicatorSuite, AllreduceMatchesTheReferenceInPlaceAndOut) {
       std::uint64_t hash = 0;
       for (ReduceOp op : kReduceOps) {
         std::vector<std::size_t> counts(std::begin(kCounts), std::end(kCounts));
-        if (op == ReduceOp::Sum || op == ReduceOp::Min) counts.push_back(kLargeBytes / es);
+        if ((op == ReduceOp::Sum || op == ReduceOp::Min) && factory().large_bytes > 0)
+          counts.push_back(factory().large_bytes / es);
         for (std::size_t count : counts) {
           ++seed;
           const Order order = allreduce_order(count * es);
@@ -141,9 +142,9 @@ TEST_P(CommunicatorSuite, AllreduceLargeBuffersWithDefaultThresholds) {
 
 // Rank j's block: c * (j + 1) / n elements (uneven, and empty where c < n), or
 // base + 3j with rank 1's empty.
-std::vector<std::vector<std::size_t>> block_layouts(DataType dtype, ReduceOp op, int n) {
+std::vector<std::vector<std::size_t>> block_layouts(DataType dtype, ReduceOp op, int n, std::size_t large_bytes) {
   std::vector<std::size_t> cs = {0, 1, 1000, 7919};
-  if (op == ReduceOp::Sum) cs.push_back(kLargeBytes / element_size(dtype));
+  if (op == ReduceOp::Sum && large_bytes > 0) cs.push_back(large_bytes / element_size(dtype));
   std::vector<std::vector<std::size_t>> layouts;
   for (std::size_t c : cs) {
     std::vector<std::size_t> counts(n);
@@ -167,7 +168,7 @@ TEST_P(CommunicatorSuite, ReduceScatterGivesEachRankItsBlock) {
     for (DataType dtype : kAllDataTypes) {
       const std::size_t es = element_size(dtype);
       for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Max}) {
-        for (const auto& counts : block_layouts(dtype, op, n)) {
+        for (const auto& counts : block_layouts(dtype, op, n, factory().large_bytes)) {
           ++seed;
           std::size_t total = 0, offset = 0;
           for (int j = 0; j < n; ++j) total += counts[j];

@@ -126,6 +126,7 @@ std::vector<CommunicatorFactory> make_factories() {
        .join = join_gloo,
        .small_thresholds = kNetworkThresholds,
        .shapes = {flat(1), flat(2), flat(3), flat(4)},
+       .large_bytes = 0,
        .failure_shape = flat(4)},
       {.name = "hierarchical",
        .reports = "hierarchical",
@@ -143,6 +144,7 @@ std::vector<CommunicatorFactory> make_factories() {
        .join = [](HostShape shape, const CommunicatorOptions& o) { return join_hierarchical(shape, o, "gloo"); },
        .small_thresholds = hierarchical_thresholds(),
        .shapes = {two_hosts_of_two, three_hosts_of_two},
+       .large_bytes = 0,
        .failure_shape = two_hosts_of_two,
        .reduce_scatter_order = CommunicatorFactory::Order::RankOrder,  // through the flat communicator
        .names_stalled_rank = false,

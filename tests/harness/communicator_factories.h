@@ -43,6 +43,11 @@ struct CommunicatorFactory {
   std::map<std::string, std::string> small_thresholds;
   // The jobs the collective suite runs.
   std::vector<HostShape> shapes;
+  // Reductions also run on this many bytes of each dtype (0: none), past the
+  // whole shared area of the lowered shm slots and MPI's small path. Over gloo
+  // each lowered 4 KiB round waits on libgloo's I/O thread, so its reductions
+  // stop at the suite's largest count, already many rounds.
+  std::size_t large_bytes = 1 << 20;
   // The job the failure suite runs (ranks() < 2: only abort applies).
   HostShape failure_shape;
   // Ranks started by mpirun instead of forked by the harness (run_job).
