@@ -30,9 +30,10 @@ export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/sc
 # time (tests/harness/time_bound.h) get this much more room.
 export KOLO_TEST_TIME_SCALE=${KOLO_TEST_TIME_SCALE:-4}
 
-mpi_tests='(Mpi(Launch|Worker)|KolorunMpi)\..*'
+# The communicator suite's mpi jobs run under mpirun too (Transports/CommunicatorSuite.<test>/mpi_3ranks).
+mpi_tests='(Mpi(Launch|Worker)|KolorunMpi)\..*|Transports/Communicator[A-Za-z]*\..*/mpi_[0-9]+ranks'
 # ctest names are Suite.Test (or Prefix/Suite.Test/Param for parameterized ones).
-tsan_suites='Fork|Settings|EngineBehaviour|EngineRoutes|EngineExpress|EngineExpressOps|EngineEager|MappingCache|ShareableMemory|ShmInPlace|CollectivesSweep|CollectiveErrors|ShmCommunicator|NetworkCommunicator|NetworkSizes|Tcp[A-Za-z]*|HierarchicalCommunicator|StallInspector|Timeline|FlightRecorder|ProcessSets|Store[A-Za-z]*|Failure'
+tsan_suites='Fork|Settings|EngineBehaviour|EngineRoutes|EngineExpress|EngineExpressOps|EngineEager|MappingCache|ShareableMemory|ShmInPlace|CollectivesSweep|CollectiveErrors|ShmCommunicator|CommunicatorSuite|CommunicatorPeerFailures|CommunicatorAbort|NetworkSetup|Tcp[A-Za-z]*|HierarchicalCommunicator|StallInspector|Timeline|FlightRecorder|ProcessSets|Store[A-Za-z]*|Failure'
 
 build() {  # dir sanitizers
   local started=$SECONDS
@@ -63,7 +64,7 @@ for run in "$@"; do
     tsan)
       build build-tsan thread
       started=$SECONDS
-      ctest --test-dir build-tsan -j2 --output-on-failure --timeout 900 -R "^([A-Za-z]+/)?($tsan_suites)\\."
+      ctest --test-dir build-tsan -j2 --output-on-failure --timeout 900 -R "^([A-Za-z]+/)?($tsan_suites)\\." -E "/mpi_[0-9]+ranks\$"
       echo "test-sanitizers: tsan tests passed in $((SECONDS - started)) s"
       ;;
     *)

@@ -1,6 +1,6 @@
-// kolo's own TCP communicator where it differs from gloo's (the shared suite is
-// gloo_communicator_test.cc): its authenticated handshake against strangers,
-// wrong secrets, replayed and garbled handshakes, with the job going on; its
+// kolo's own TCP communicator where it differs from the others (the shared
+// suites are communicator_suite_test.cc and communicator_failures_test.cc): its
+// authenticated handshake against strangers, wrong secrets, replayed and garbled handshakes, with the job going on; its
 // frames against a peer that breaks them; and blocks of their own length in
 // the negotiation step. Real processes, real loopback sockets.
 #include "comm/tcp/tcp_communicator.h"
@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "comm/tcp/tcp_handshake.h"
+#include "harness/job_store.h"
 #include "harness/multiprocess.h"
 #include "kolo/error.h"
 #include "net/socket.h"
@@ -29,12 +30,7 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-int env_int(const char* name) { return std::atoi(std::getenv(name)); }
-
-std::unique_ptr<store::StoreClient> connect_store() {
-  const auto address = store::parse_store_address(std::getenv("KOLO_STORE_ADDR"));
-  return store::StoreClient::connect(address.host, address.port, std::getenv("KOLO_SECRET"), 10s);
-}
+using testing::connect_job_store;
 
 constexpr const char* kPrefix = "tcp-test/";
 
@@ -91,7 +87,7 @@ void expect_sum_works(Communicator& comm) {
 // Rank 1 attacks rank 0 while rank 0 forms the mesh, then joins for real.
 TEST(TcpHandshake, StrangersWrongSecretsReplaysAndGarbageAreRefusedWhileTheMeshForms) {
   testing::run_ranks(2, [](int rank) {
-    auto store = connect_store();
+    auto store = connect_job_store();
     if (rank == 0) {
       auto comm = join(*store, 0, 2);
       expect_sum_works(*comm);
@@ -155,7 +151,7 @@ TEST(TcpHandshake, StrangersWrongSecretsReplaysAndGarbageAreRefusedWhileTheMeshF
 
 TEST(TcpHandshake, TheListeningSocketClosesOnceTheMeshIsComplete) {
   testing::run_ranks(2, [](int rank) {
-    auto store = connect_store();
+    auto store = connect_job_store();
     auto comm = join(*store, rank, 2);
     expect_sum_works(*comm);
     const auto [host, port] = address_of(*store, 0);
@@ -167,7 +163,7 @@ TEST(TcpHandshake, TheListeningSocketClosesOnceTheMeshIsComplete) {
 TEST(TcpHandshake, ARankWhosePeerCannotProveTheSecretFails) {
   // Rank 1 listens as rank 0 would but answers with the wrong secret's welcome.
   testing::run_ranks(2, [](int rank) {
-    auto store = connect_store();
+    auto store = connect_job_store();
     if (rank == 0) {
       net::Fd listener = net::listen_tcp("127.0.0.1", 0, 4);
       const std::string address = "127.0.0.1:" + std::to_string(net::local_port(listener.get()));
@@ -202,7 +198,7 @@ TEST(TcpHandshake, ARankWhosePeerCannotProveTheSecretFails) {
 // Rank 1 is the test itself: it passes the handshake, then breaks the frames.
 void expect_broken_frame_named(const std::vector<std::uint8_t>& frame, const char* what) {
   testing::run_ranks(2, [&](int rank) {
-    auto store = connect_store();
+    auto store = connect_job_store();
     if (rank == 0) {
       CommunicatorOptions options;
       options.peer_timeout = 5s;
@@ -257,7 +253,7 @@ TEST(TcpFrames, AFrameOutOfSequenceNamesItsSender) {
 
 TEST(TcpSelfSized, BlocksMoveAtTheirOwnLengthAndBadLengthsAreRefused) {
   testing::run_ranks(3, [](int rank) {
-    auto store = connect_store();
+    auto store = connect_job_store();
     auto comm = join(*store, rank, 3);
     EXPECT_GE(comm->unpadded_block_bytes(), std::size_t{1} << 20);
     const std::size_t max_block = 4096;

@@ -1,0 +1,129 @@
+// How the two TCP communicators (gloo's transport, and kolo's own sockets) are
+// set up from a GlooGroup and a GlooNetwork, on real processes and loopback: the
+// address from KOLO_HOST_ADDR, an unusable interface, a rank that never comes.
+// Their collectives and failure contract are the communicator suites'
+// (communicator_suite_test.cc, communicator_failures_test.cc).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "comm/gloo/gloo_communicator.h"
+#include "comm/tcp/tcp_communicator.h"
+#include "harness/job_store.h"
+#include "harness/multiprocess.h"
+#include "kolo/error.h"
+
+namespace kolo::comm {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+enum class Transport { Gloo, Tcp };
+
+const char* transport_name(Transport t) { return t == Transport::Tcp ? "tcp" : "gloo"; }
+
+int env_int(const char* name) { return std::atoi(std::getenv(name)); }
+
+struct Member {
+  std::unique_ptr<store::StoreClient> store;
+  std::unique_ptr<Communicator> comm;
+};
+
+class NetworkSetup : public ::testing::TestWithParam<Transport> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == Transport::Gloo && !gloo_available()) GTEST_SKIP() << "built with KOLO_WITH_GLOO=OFF";
+  }
+
+  std::unique_ptr<GlooCommunicator> make(const GlooGroup& group, store::StoreClient& store, const GlooNetwork& network,
+                                         const CommunicatorOptions& options) const {
+    if (GetParam() == Transport::Tcp)
+      return make_tcp_communicator(group, store, network, options, std::getenv("KOLO_SECRET"));
+    return make_gloo_communicator(group, store, network, options);
+  }
+
+  Member join(GlooNetwork network = {}) const {
+    Member m;
+    m.store = testing::connect_job_store();
+    m.comm = make(GlooGroup{env_int("KOLO_RANK"), env_int("KOLO_SIZE"), "setup-test/", {}, {}}, *m.store, network, {});
+    return m;
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(Transports, NetworkSetup, ::testing::Values(Transport::Gloo, Transport::Tcp),
+                         [](const auto& info) { return std::string(transport_name(info.param)); });
+
+TEST_P(NetworkSetup, BindsToTheAddressGivenByKoloHostAddr) {
+  testing::SpawnOptions options;
+  options.env = {{"KOLO_HOST_ADDR", "127.0.0.1"}};
+  testing::run_ranks(3, [this](int) {
+    auto m = join(GlooNetwork::from_env(false));
+    int value = m.comm->rank() + 1;
+    m.comm->allreduce(&value, &value, 1, DataType::Int32, ReduceOp::Sum);
+    EXPECT_EQ(value, 6);
+  }, options);
+}
+
+TEST_P(NetworkSetup, UnusableAddressIsAClearError) {
+  testing::run_ranks(2, [this](int) {
+    auto store = testing::connect_job_store();
+    GlooNetwork network;
+    network.iface = "kolo-no-such-if0";
+    try {
+      make(GlooGroup{env_int("KOLO_RANK"), 2, "bad-iface/", {}, {}}, *store, network, {});
+      ADD_FAILURE() << "no error";
+    } catch (const InvalidArgumentError& e) {
+      EXPECT_NE(std::string(e.what()).find("KOLO_IFACE=kolo-no-such-if0"), std::string::npos) << e.what();
+    }
+  });
+}
+
+TEST_P(NetworkSetup, RankThatNeverComesIsATimeout) {
+  testing::run_ranks(2, [this](int rank) {
+    if (rank == 1) return;  // never joins
+    auto store = testing::connect_job_store();
+    CommunicatorOptions options;
+    options.connect_timeout = 1s;
+    auto start = Clock::now();
+    EXPECT_THROW(make(GlooGroup{0, 2, "never/", {}, {}}, *store, {}, options), TimeoutError);
+    EXPECT_LT(Clock::now() - start, 10s);
+  });
+}
+
+// A measurement, not a check: run with --gtest_also_run_disabled_tests
+// --gtest_filter='*LoopbackNumbers*'. Prints allreduce latency and bus
+// bandwidth (nccl-tests convention: busbw = algbw x 2(n-1)/n) on loopback.
+TEST_P(NetworkSetup, DISABLED_LoopbackNumbers) {
+  for (int n : {2, 4}) {
+    testing::SpawnOptions options;
+    options.timeout = 300s;
+    testing::run_ranks(n, [this](int rank) {
+      auto m = join();
+      const int size = m.comm->size();
+      for (std::size_t bytes : {std::size_t{8}, std::size_t{1024}, std::size_t{64 << 10}, std::size_t{1 << 20},
+                                std::size_t{16 << 20}, std::size_t{64 << 20}}) {
+        std::vector<float> data(bytes / 4, 1.0f);
+        const int reps = bytes <= (64 << 10) ? 300 : bytes <= (1 << 20) ? 30 : 5;
+        m.comm->allreduce(data.data(), data.data(), data.size(), DataType::Float32, ReduceOp::Sum);
+        m.comm->barrier();
+        auto start = Clock::now();
+        for (int i = 0; i < reps; ++i)
+          m.comm->allreduce(data.data(), data.data(), data.size(), DataType::Float32, ReduceOp::Sum);
+        const double seconds = std::chrono::duration<double>(Clock::now() - start).count() / reps;
+        if (rank == 0) {
+          const double algbw = bytes / seconds / 1e9;
+          std::printf("%s allreduce n=%d %9zu B: %9.1f us  algbw %6.3f GB/s  busbw %6.3f GB/s\n",
+                      transport_name(GetParam()), size, bytes, seconds * 1e6, algbw, algbw * 2 * (size - 1) / size);
+        }
+      }
+    }, options);
+  }
+}
+
+}  // namespace
+}  // namespace kolo::comm
