@@ -1,7 +1,6 @@
 #include "harness/communicator_factories.h"
 
 #include <gtest/gtest.h>
-#include <signal.h>
 
 #include <cstdlib>
 #include <string>
@@ -42,13 +41,7 @@ Member join_tcp(HostShape, const CommunicatorOptions& options) {
   return m;
 }
 
-// libgloo writes to its sockets without MSG_NOSIGNAL: a rank that sends to a
-// peer that died gets SIGPIPE, which would end it before the PeerFailureError
-// the contract promises. Ranks on gloo ignore it, as a training program must.
-void ignore_sigpipe() { ::signal(SIGPIPE, SIG_IGN); }
-
 Member join_gloo(HostShape, const CommunicatorOptions& options) {
-  ignore_sigpipe();
   Member m;
   m.store = connect_job_store();
   m.comm = comm::make_gloo_communicator(whole_job("suite/gloo/"), *m.store, {}, options);
@@ -64,7 +57,6 @@ Member join_hierarchical(HostShape shape, const CommunicatorOptions& options, co
   place_on_fake_host(rank, shape.per_host, shape.hosts);
   ::setenv("KOLO_HIERARCHICAL", "1", 1);  // also for one host, or one rank per host
   ::setenv("KOLO_BACKEND", backend, 1);
-  if (std::string(backend) == "gloo") ignore_sigpipe();
   ::setenv("KOLO_HOST_ADDR", "127.0.0.1", 1);  // fake hosts share loopback
   ::setenv("KOLO_PEER_TIMEOUT", seconds_text(options.peer_timeout).c_str(), 1);
   ::setenv("KOLO_START_TIMEOUT", seconds_text(options.connect_timeout).c_str(), 1);
