@@ -12,6 +12,9 @@ namespace kolo::detail {
 namespace {
 
 constexpr std::string_view kPrefix = "KOLO_";
+// Kept for kolo's own test harness (KOLO_TEST_TIME_SCALE), which runs ranks of
+// kolo programs with them set: they are not settings of kolo.
+constexpr std::string_view kTestPrefix = "KOLO_TEST_";
 
 // Edit distance (insertions, deletions, substitutions), small strings only.
 std::size_t distance(std::string_view a, std::string_view b) {
@@ -72,7 +75,7 @@ std::vector<std::string> unknown_setting_warnings(const char* const* environment
   std::vector<std::string> warnings;
   for (auto entry = environment; entry && *entry; ++entry) {
     const std::string_view text(*entry);
-    if (text.substr(0, kPrefix.size()) != kPrefix) continue;
+    if (text.substr(0, kPrefix.size()) != kPrefix || text.substr(0, kTestPrefix.size()) == kTestPrefix) continue;
     const auto name = text.substr(0, text.find('='));
     const auto& known = known_settings();
     if (std::find(known.begin(), known.end(), name) == known.end()) warnings.push_back(warning_for(name));
