@@ -49,7 +49,14 @@ for run in "$@"; do
       started=$SECONDS
       # InstallAndFindPackage builds an outside project against the install, which
       # would need the sanitizer runtime too; the normal test run covers it.
-      ctest --test-dir build-asan -j2 --output-on-failure --timeout 900 -E "^(InstallAndFindPackage|$mpi_tests)\$"
+      ctest --test-dir build-asan -j2 --output-on-failure --timeout 900 -E "^(InstallAndFindPackage|$mpi_tests|Fork\..*)\$"
+      # The Fork suite apart, without LeakSanitizer: a forked child has only the
+      # thread that forked, so what kolo's engine thread held at that moment is
+      # unreachable there and reported as leaked, and LeakSanitizer's exit-time
+      # check in such a child hangs in about one run in four (10 s, then the test
+      # fails). AddressSanitizer's other checks stay on.
+      ASAN_OPTIONS=$ASAN_OPTIONS:detect_leaks=0 \
+        ctest --test-dir build-asan -j2 --output-on-failure --timeout 900 -R "^Fork\..*\$"
       # The MPI tests apart: OpenMPI never frees what MPI_Init allocates, so their
       # leak reports are suppressed, narrowly (see the file), with the full stacks
       # that the suppressions need (slower, hence not for every test). use_tls=0:

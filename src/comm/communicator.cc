@@ -34,10 +34,8 @@ std::uint32_t self_sized_length(const void* block, std::size_t max_block, int se
 
 void Communicator::allgather_self_sized(const void* send, void* recv, std::size_t max_block) {
   self_sized_length(send, max_block, rank());
-  // Reused: the engine's negotiation step calls this every cycle.
-  thread_local std::vector<std::size_t> sizes;
-  sizes.assign(static_cast<std::size_t>(size()), max_block);
-  allgatherv(send, max_block, recv, sizes);
+  self_sized_blocks_.assign(static_cast<std::size_t>(size()), max_block);
+  allgatherv(send, max_block, recv, self_sized_blocks_);
   for (int r = 0; r < size(); ++r)
     self_sized_length(static_cast<const std::byte*>(recv) + static_cast<std::size_t>(r) * max_block, max_block, r);
 }

@@ -19,6 +19,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "comm/regions.h"
 #include "kolo/types.h"
@@ -92,6 +93,13 @@ class Communicator {
   // Callable from any thread: wakes every waiter; current and later calls throw
   // ShutdownError carrying `reason`. Never blocks.
   virtual void abort(const std::string& reason) = 0;
+
+ private:
+  // allgather_self_sized's block sizes, kept across calls (the negotiation step
+  // runs it every cycle). A member, not a thread_local: cycles run on whichever
+  // thread holds the engine's cycle (docs/thread_model.md), and a forked child
+  // must still reach the memory through the communicator.
+  std::vector<std::size_t> self_sized_blocks_;
 };
 
 // The length a self-sized block from rank `sender` declares (allgather_self_sized);
