@@ -72,15 +72,16 @@ TEST(EngineEager, WhereBlocksArePaddedTheDefaultStaysAt64Bytes) {
   }, no_store());
 }
 
-// kolo's TCP communicator moves self-sized blocks at their own length, so across
-// hosts the default is shared memory's 4 KiB, and the steady state one collective.
-TEST(EngineEager, OverTcpTheDefaultIsTheUnpadded4KiB) {
+// kolo's TCP communicator moves self-sized blocks at their own length, and its
+// own allreduce sends whole inputs up to 64 KiB: across hosts the step carries
+// operations up to 64 KiB, and the steady state is one collective.
+TEST(EngineEager, OverTcpTheDefaultIs64KiB) {
   SpawnOptions options;
   options.timeout = 60s;
   run_ranks(2, [](int rank) {
     EXPECT_EQ(collectives_per_call(rank, std::nullopt, 2, false, true), 1.0);
-    EXPECT_EQ(collectives_per_call(rank, std::nullopt, 1024, false, true), 1.0);
-    EXPECT_EQ(collectives_per_call(rank, std::nullopt, 1025, false, true), 2.0);
+    EXPECT_EQ(collectives_per_call(rank, std::nullopt, 16384, false, true), 1.0);
+    EXPECT_EQ(collectives_per_call(rank, std::nullopt, 16385, false, true), 2.0);
   }, options);
 }
 

@@ -75,6 +75,11 @@ class Communicator {
   // The largest `max_block` for which allgather_self_sized moves only the bytes
   // used (0: it always pads).
   virtual std::size_t unpadded_block_bytes() const { return 0; }
+  // The largest operation input the engine's negotiation step carries by default
+  // (engine/agreement.h; KOLO_EAGER_BYTES overrides it): what the step moves
+  // about as cheaply as the operation's own collective would. Where every block
+  // is padded to the largest, a room for more would cost every cycle, so a little.
+  virtual std::size_t eager_bytes_default() const { return 64; }
 
   // As allgatherv, but only `root` receives (recv may be null elsewhere).
   virtual void gatherv(const void* send, std::size_t send_bytes, void* recv, std::span<const std::size_t> recv_bytes,

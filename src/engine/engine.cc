@@ -14,15 +14,9 @@
 namespace kolo::engine {
 namespace {
 
-// Eager operations in the agreement step (agreement.h), by default: up to this
-// many bytes, in jobs of up to this many ranks. Where the step moves only the
-// bytes a rank offers (shared memory), room for a larger payload costs nothing
-// until used, and carrying an operation beats a second collective for it well
-// past 4 KiB (docs/benchmarks.md). 4 KiB keeps the step's block within a quarter
-// of a slot, and the step of every rank of a 16-rank job within 64 KiB.
-// Elsewhere every cycle's block is padded to the largest payload, so it stays small.
-constexpr std::size_t kEagerBytesUnpadded = 4096;
-constexpr std::size_t kEagerBytesPadded = 64;
+// Eager operations in the agreement step (agreement.h) by default: the
+// communicator's choice (Communicator::eager_bytes_default), in jobs of up to
+// this many ranks (the step is an allgather, whose cost grows with the job).
 constexpr int kEagerMaxRanks = 16;
 
 // Eager needs the response cache (only cached operations are offered).
@@ -30,8 +24,7 @@ std::size_t eager_bytes_for(const EngineConfig& config, const comm::Communicator
   if (config.cache_capacity == 0) return 0;
   if (config.eager_bytes) return *config.eager_bytes;
   if (comm.size() > kEagerMaxRanks) return 0;
-  const std::size_t unpadded = comm.unpadded_block_bytes() / 4 / 8 * 8;
-  return unpadded == 0 ? kEagerBytesPadded : std::max(kEagerBytesPadded, std::min(kEagerBytesUnpadded, unpadded));
+  return comm.eager_bytes_default();
 }
 
 }  // namespace

@@ -45,6 +45,7 @@ class ForwardingCommunicator : public comm::Communicator {
     inner_->allgather_self_sized(send, recv, max_block);
   }
   std::size_t unpadded_block_bytes() const override { return inner_->unpadded_block_bytes(); }
+  std::size_t eager_bytes_default() const override { return inner_->eager_bytes_default(); }
   void gatherv(const void* send, std::size_t bytes, void* recv, std::span<const std::size_t> sizes, int root) override {
     ++collectives_;
     inner_->gatherv(send, bytes, recv, sizes, root);
@@ -75,6 +76,7 @@ class PaddingCommunicator final : public ForwardingCommunicator {
  public:
   using ForwardingCommunicator::ForwardingCommunicator;
   std::size_t unpadded_block_bytes() const override { return 0; }
+  std::size_t eager_bytes_default() const override { return Communicator::eager_bytes_default(); }
   void allgather_self_sized(const void* send, void* recv, std::size_t max_block) override {
     Communicator::allgather_self_sized(send, recv, max_block);
   }
