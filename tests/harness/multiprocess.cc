@@ -222,7 +222,7 @@ std::vector<RankOutcome> spawn_ranks(int size, const std::function<void(int rank
   };
 
   if (options.on_started) {
-    StartedJob started{job_id, store_addr, {}, {}};
+    StartedJob started{job_id, store_addr, secret, {}, {}};
     started.pids.assign(pids.begin(), pids.end());
     started.server_pids.assign(server_pids.begin(), server_pids.end());
     options.on_started(started);

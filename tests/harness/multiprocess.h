@@ -27,6 +27,7 @@ namespace kolo::testing {
 struct StartedJob {
   std::string job_id;
   std::string store_addr;  // "127.0.0.1:port"; empty without a store
+  std::string secret;      // the store's
   std::vector<int> pids;   // by rank
   std::vector<int> server_pids;  // by server (SpawnOptions::servers)
 };
