@@ -61,7 +61,7 @@ Mesh::Mesh(const GlooGroup& group, store::StoreClient& store, const GlooNetwork&
   setup.handshake_timeout = std::min(options.connect_timeout, std::chrono::milliseconds(5000));
   auto fds = connect_mesh(setup, store, network);
   for (int p = 0; p < size_; ++p) peers_[p].fd = std::move(fds[p]);
-  KOLO_LOG(Debug, "tcp: rank " << rank_ << " of " << size_ << " connected");
+  KOLO_LOG(Debug, "tcp: " << group_.member_name(rank_) << " connected (member " << rank_ << " of " << size_ << ")");
 }
 
 Mesh::~Mesh() = default;
