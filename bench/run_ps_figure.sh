@@ -12,6 +12,10 @@
 #       [--configs "ring ps1 ps1to1 ps2to1 ps1to1-colo"] [--out bench/results/ps-figure]
 #       [--build-dir build] [--smoke]
 #
+# The model's scale-down applies to kolo's sizes too, so that a step has the
+# shape of a full-size one: the fusion threshold (64 MiB) and the servers'
+# partition size (4 MiB, BytePS's) are divided by --scale as well.
+#
 # Configurations: ring (kolo's allreduce, tcp between the hosts), ps1 (one
 # parameter server on a host of its own), ps1to1 and ps2to1 (as many / twice as
 # many servers as workers, each on a host of its own), ps1to1-colo (one server
@@ -78,6 +82,10 @@ done
 for c in $configs; do
   case $c in ring|ps1|ps1to1|ps2to1|ps1to1-colo) ;; *) echo "run_ps_figure: unknown configuration '$c'" >&2; exit 2 ;; esac
 done
+
+fusion_bytes=$(( (64 << 20) / scale ))
+partition_bytes=$(( (4 << 20) / scale ))
+(( partition_bytes < 4096 )) && partition_bytes=4096
 
 # Hosts: enough for the most workers plus twice as many dedicated servers.
 max_workers=0
@@ -159,7 +167,7 @@ run_one() {
   fi
   local before=() after=()
   for (( i = 0; i < hosts; i++ )); do before[i]=$(link_bytes "$i"); done
-  env KOLO_HIERARCHICAL=0 ip netns exec "$(host 0)" "$kolorun" "${args[@]}" "$worker" --steps "$steps" \
+  env KOLO_HIERARCHICAL=0 KOLO_FUSION_THRESHOLD=$fusion_bytes KOLO_PS_PARTITION_BYTES=$partition_bytes ip netns exec "$(host 0)" "$kolorun" "${args[@]}" "$worker" --steps "$steps" \
       --warmup "$warmup" --compute-ms "$compute_ms" --batch "$batch" --scale "$scale" >"$log" 2>&1 ||
     { cat "$log" >&2; echo "run_ps_figure: $config with $n worker(s) failed" >&2; exit 1; }
   for (( i = 0; i < hosts; i++ )); do after[i]=$(link_bytes "$i"); done
@@ -250,8 +258,11 @@ set yrange [0:*]
 set xlabel 'workers'
 set key top left
 set grid y
-plot for [i=1:$count] '$wide' using (column(2*i)):xtic(1) skip 1 title columnhead(2*i), \
-     for [i=1:$count] '' using (\$0 - 0.5 + 0.8 * i / ($count + 1)):(column(2*i+1)) skip 1 axes x1y2 with linespoints lw 2 notitle
+set key autotitle columnhead
+# Bar i of a cluster of $count sits at the row's x plus (i - ($count+1)/2) / ($count+1).
+plot for [i=1:$count] '$wide' using 2*i:xtic(1) lc i, \
+     for [i=1:$count] '' using (\$0 + (i - ($count + 1) / 2.0) / ($count + 1)):(column(2*i+1)) axes x1y2 \
+         with linespoints lc i lw 2 pt 7 notitle
 PLOT
   rm -f "$wide"
   echo "run_ps_figure: $out/figure.png" >&2
