@@ -222,7 +222,7 @@ for c in $configs; do
       k = (c == "ps1") ? 1 : (c == "ps2to1") ? 2 * n : (c == "ring") ? 0 : n
       mb = m / 1e6
       if (c == "ring") { mw = 2 * (n - 1) / n * mb; ms = 0 }
-      else if (c == "ps1to1-colo") { mw = mb + (n - 1) * mb / k; ms = mw }   # the worker\x27s push plus its server\x27s share from the others
+      else if (c == "ps1to1-colo") { mw = 2 * (n - 1) / n * mb; ms = mw }  # pushes to and answers from the other hosts, as ring
       else { mw = mb; ms = n * mb / k }
       printf "%s,%d,%d,%.2f,%.3f,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f\n", c, n, k, s, s / (n * base), wt / 1e6, wr / 1e6, st / 1e6, sr / 1e6, mw, ms
     }' >> "$csv"
