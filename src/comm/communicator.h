@@ -95,6 +95,14 @@ class Communicator {
 
   virtual void barrier() = 0;
 
+  // The communicator among the ranks themselves, for the engine's agreement
+  // step (a small MIN allreduce every cycle): this one, except where allreduce()
+  // reduces elsewhere (parameter servers, comm/ps). Where it is another, the
+  // engine also finishes no allreduce from inputs the ranks gathered among
+  // themselves: every allreduce goes through allreduce().
+  virtual Communicator& among_ranks() { return *this; }
+  bool reduces_among_ranks() { return &among_ranks() == this; }
+
   // Callable from any thread: wakes every waiter; current and later calls throw
   // ShutdownError carrying `reason`. Never blocks.
   virtual void abort(const std::string& reason) = 0;

@@ -46,10 +46,12 @@ std::exception_ptr error_for(const Response& response) {
 
 // Whether every rank's input for cached `response` fits the step's payload
 // (decided from the response, so alike on every rank). Groups bypass the cache,
-// so a cached allreduce has one tensor.
-bool fits(const Response& response, std::size_t eager_bytes, int size) {
+// so a cached allreduce has one tensor. `allreduce_eager` false: allreduces
+// never travel in the step (parameter servers reduce them).
+bool fits(const Response& response, std::size_t eager_bytes, int size, bool allreduce_eager) {
   if (response.op == OpType::Allreduce)
-    return static_cast<std::size_t>(response.sizes[0]) * element_size(response.dtype) <= eager_bytes;
+    return allreduce_eager &&
+           static_cast<std::size_t>(response.sizes[0]) * element_size(response.dtype) <= eager_bytes;
   return Executor::largest_input_bytes(response, size) <= eager_bytes;
 }
 
@@ -124,7 +126,7 @@ std::optional<std::uint32_t> Engine::cached_bit(const CallerOp& op) const {
 KOLO_STEP_INLINE void Engine::offer(CallerOp* op) {
   if (agreement_.eager_bytes() == 0 || joined_) return;
   if (op) {
-    if (!fits(cache_.response(op->bit), agreement_.eager_bytes(), size_)) return;
+    if (!fits(cache_.response(op->bit), agreement_.eager_bytes(), size_, allreduce_eager_)) return;
     offer(op->bit, op->input, op->bytes);
     op->carried = true;
     return;
@@ -134,7 +136,7 @@ KOLO_STEP_INLINE void Engine::offer(CallerOp* op) {
   const CachedPending* chosen = nullptr;
   for (const auto& pending : cached_pending_) {
     if (chosen && chosen->first < pending.first) continue;
-    if (!fits(cache_.response(pending.first), agreement_.eager_bytes(), size_)) continue;
+    if (!fits(cache_.response(pending.first), agreement_.eager_bytes(), size_, allreduce_eager_)) continue;
     chosen = &pending;
   }
   if (!chosen) return;

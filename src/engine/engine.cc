@@ -35,10 +35,11 @@ Engine::Engine(std::unique_ptr<comm::Communicator> comm, EngineConfig config)
       backend_(comm->name()),
       config_(config),
       comm_(std::move(comm)),
+      allreduce_eager_(comm_->reduces_among_ranks()),
       cache_(config.cache_capacity),
       coordinator_(size_),
       executor_(*comm_),
-      agreement_(*comm_, eager_bytes_for(config, *comm_)) {
+      agreement_(comm_->among_ranks(), eager_bytes_for(config, comm_->among_ranks())) {
   const SharedSetting shared[] = {
       {"KOLO_FUSION_THRESHOLD", static_cast<std::int64_t>(config_.fusion_threshold)},
       {"KOLO_CACHE_CAPACITY", static_cast<std::int64_t>(config_.cache_capacity)},

@@ -170,6 +170,9 @@ class Engine {
   const std::string backend_;
   const EngineConfig config_;
   std::unique_ptr<comm::Communicator> comm_;
+  // False in parameter-server mode: no allreduce is finished from the inputs the
+  // agreement step gathered among the ranks (Communicator::among_ranks).
+  const bool allreduce_eager_;
 
   // Shared with user threads, guarded by mutex_.
   std::mutex mutex_;

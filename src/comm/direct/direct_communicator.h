@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "comm/direct/direct_collectives.h"
+#include "comm/direct/failure_state.h"
 #include "comm/gloo/gloo_communicator.h"
 #include "kolo/error.h"
 
@@ -57,22 +58,10 @@ class DirectCommunicator : public GlooCommunicator {
   void fail_peer(int job_rank, const std::string& message) override { mesh_.fail_from_outside(job_rank, message); }
 
  protected:
-  // Errors the mesh already handled, and arguments rejected before anything was
-  // posted, pass through; anything else may leave transfers half done, so the
-  // mesh is closed before the error goes up.
+  // direct::guarded on this communicator's mesh.
   template <typename Body>
   void guarded(Body&& body) {
-    try {
-      body();
-    } catch (const PeerFailureError&) {
-      throw;
-    } catch (const ShutdownError&) {
-      throw;
-    } catch (const InvalidArgumentError&) {
-      throw;
-    } catch (...) {
-      mesh_.fail_locally(std::current_exception());
-    }
+    direct::guarded(mesh_, std::forward<Body>(body));
   }
 
   const std::string name_;
