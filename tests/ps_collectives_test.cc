@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "harness/collective_suite.h"
 #include "harness/multiprocess.h"
@@ -64,6 +66,32 @@ TEST(PsSessions, ServersServeEveryInitOfTheJob) {
       EXPECT_EQ(x, static_cast<float>(1 + 2 * session));
       kolo::shutdown();
     }
+  }, options);
+}
+
+// Workers that would cut their calls into other partitions fail init() alike,
+// naming the setting, rather than pushing out of step at the first large
+// allreduce; the next session, agreed, is served.
+TEST(PsSessions, PartitionSizesThatDifferFailInitAlike) {
+  SpawnOptions options;
+  options.servers = 1;
+  run_ranks(2, [](int rank) {
+    setenv("KOLO_PS_PARTITION_BYTES", rank == 0 ? "16384" : "32768", 1);
+    try {
+      kolo::init();
+      ADD_FAILURE() << "init() succeeded";
+      kolo::shutdown();
+    } catch (const InvalidArgumentError& e) {
+      EXPECT_NE(std::string(e.what()).find("KOLO_PS_PARTITION_BYTES is 16384 on rank 0; 32768 on rank 1"),
+                std::string::npos)
+          << e.what();
+    }
+    unsetenv("KOLO_PS_PARTITION_BYTES");
+    kolo::init();
+    std::vector<float> x(100000, 1.0f);
+    kolo::allreduce(make_tensor(x.data(), x.size()), {.op = ReduceOp::Sum});
+    EXPECT_EQ(x.back(), 2.0f);
+    kolo::shutdown();
   }, options);
 }
 

@@ -26,6 +26,13 @@
 
 namespace kolo::comm {
 
+// A setting every rank must share for a communicator's collectives to match
+// (its message sizes follow it): the variable and this rank's effective value.
+struct SharedSetting {
+  std::string name;
+  std::int64_t value = 0;
+};
+
 struct CommunicatorOptions {
   // A peer that makes no progress for this long while we wait on it is declared
   // failed. A peer process that has exited is detected much sooner.
@@ -80,6 +87,10 @@ class Communicator {
   // about as cheaply as the operation's own collective would. Where every block
   // is padded to the largest, a room for more would cost every cycle, so a little.
   virtual std::size_t eager_bytes_default() const { return 64; }
+  // The settings this communicator needs the same on every rank; the engine
+  // checks them with its own when it starts (engine/settings_agreement.h), so a
+  // job set up differently fails at init() with one message on every rank.
+  virtual std::vector<SharedSetting> shared_settings() const { return {}; }
 
   // As allgatherv, but only `root` receives (recv may be null elsewhere).
   virtual void gatherv(const void* send, std::size_t send_bytes, void* recv, std::span<const std::size_t> recv_bytes,

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <thread>
+#include <vector>
 
 #include "common/coarse_clock.h"
 #include "engine/settings_agreement.h"
@@ -40,10 +41,12 @@ Engine::Engine(std::unique_ptr<comm::Communicator> comm, EngineConfig config)
       coordinator_(size_),
       executor_(*comm_),
       agreement_(comm_->among_ranks(), eager_bytes_for(config, comm_->among_ranks())) {
-  const SharedSetting shared[] = {
+  std::vector<SharedSetting> shared{
       {"KOLO_FUSION_THRESHOLD", static_cast<std::int64_t>(config_.fusion_threshold)},
       {"KOLO_CACHE_CAPACITY", static_cast<std::int64_t>(config_.cache_capacity)},
       {"KOLO_EAGER_BYTES", static_cast<std::int64_t>(agreement_.eager_bytes())}};
+  const auto transport = comm_->shared_settings();
+  shared.insert(shared.end(), transport.begin(), transport.end());
   check_ranks_agree(*comm_, shared);
   if (!config_.timeline_path.empty()) {
     timeline_ = timeline_at(config_.timeline_path);

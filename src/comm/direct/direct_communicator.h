@@ -22,12 +22,19 @@ class DirectCommunicator : public GlooCommunicator {
   template <typename... MeshArgs>
   DirectCommunicator(std::string name, const std::string& tuning_prefix, MeshArgs&&... mesh_args)
       : name_(std::move(name)),
+        tuning_prefix_(tuning_prefix),
         mesh_(std::forward<MeshArgs>(mesh_args)...),
         collectives_(mesh_, Tuning::from_env(tuning_prefix)) {}
 
   int rank() const override { return mesh_.rank(); }
   int size() const override { return mesh_.size(); }
   std::string name() const override { return name_; }
+  // Both cut a collective into messages: ranks that disagree would post different ones.
+  std::vector<SharedSetting> shared_settings() const override {
+    const Tuning& t = collectives_.tuning();
+    return {{tuning_prefix_ + "_SMALL_BYTES", static_cast<std::int64_t>(t.small_bytes)},
+            {tuning_prefix_ + "_ROUND_BYTES", static_cast<std::int64_t>(t.round_bytes)}};
+  }
 
   void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op) override {
     guarded([&] { collectives_.allreduce(send, recv, count, dtype, op); });
@@ -65,6 +72,7 @@ class DirectCommunicator : public GlooCommunicator {
   }
 
   const std::string name_;
+  const std::string tuning_prefix_;
   Mesh mesh_;
   Collectives collectives_;
 };

@@ -101,6 +101,18 @@ class HierarchicalCommunicator final : public Communicator {
     return std::max(Communicator::eager_bytes_default(), std::min(bytes, unpadded / 4 / 8 * 8));
   }
 
+  std::vector<SharedSetting> shared_settings() const override {
+    std::vector<SharedSetting> all;
+    const Communicator* parts[] = {local_.get(), cross_.get(), flat_.get()};
+    for (const Communicator* part : parts) {
+      for (auto& setting : part->shared_settings()) {
+        const bool seen = std::any_of(all.begin(), all.end(), [&](const auto& s) { return s.name == setting.name; });
+        if (!seen) all.push_back(std::move(setting));
+      }
+    }
+    return all;
+  }
+
   void allgather_self_sized(const void* send, void* recv, std::size_t max_block) override {
     if (max_block > unpadded_block_bytes()) return Communicator::allgather_self_sized(send, recv, max_block);
     const int L = layout_.local_size, C = layout_.cross_size, host = layout_.cross_rank, n = size();

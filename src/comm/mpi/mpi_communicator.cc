@@ -95,6 +95,10 @@ class MpiCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string name() const override { return "mpi"; }
+  // Ranks on either side of it would call different MPI collectives.
+  std::vector<SharedSetting> shared_settings() const override {
+    return {{"KOLO_MPI_SMALL_BYTES", static_cast<std::int64_t>(small_bytes_)}};
+  }
 
   void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op) override {
     MPI_Op mpi_op = ops_->op(dtype, op);

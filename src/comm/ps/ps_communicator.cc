@@ -33,6 +33,14 @@ class PsCommunicator final : public Communicator {
   int size() const override { return workers_->size(); }
   std::string name() const override { return "ps"; }
   Communicator& among_ranks() override { return *workers_; }
+  // A worker that cut calls into other partitions, or sent them to other
+  // servers, would push out of step with the rest.
+  std::vector<SharedSetting> shared_settings() const override {
+    auto settings = workers_->shared_settings();
+    settings.push_back({"KOLO_NUM_SERVERS", static_cast<std::int64_t>(plan_.servers)});
+    settings.push_back({"KOLO_PS_PARTITION_BYTES", static_cast<std::int64_t>(plan_.partition_bytes)});
+    return settings;
+  }
 
   void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op) override {
     if (op == ReduceOp::Average)
