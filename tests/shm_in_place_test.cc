@@ -138,9 +138,13 @@ TEST(ShareableMemory, AForkedChildGetsItsOwnCopyOfEachBuffer) {
     std::memset(live.data(), 2, live.nbytes());
     Buffer reused = Buffer::shareable(DataType::UInt8, Shape{std::int64_t{4} << 20});
     std::memset(reused.data(), 3, reused.nbytes());
-    // Its views now take it for plain memory.
+    // Here its views take it for plain memory.
     const bool private_now = live.memory() != nullptr && !detail::locate(live.memory(), live.data(), 1).has_value();
-    ::_exit(saw_parents && private_now ? 0 : 1);
+    // Released, that private memory is not handed out again as shareable.
+    live = Buffer();
+    const Buffer fresh = Buffer::shareable(DataType::UInt8, Shape{std::int64_t{3} << 20});
+    const bool fresh_shareable = detail::locate(fresh.memory(), fresh.data(), fresh.nbytes()).has_value();
+    ::_exit(saw_parents && private_now && fresh_shareable ? 0 : 1);
   }
   int status = 0;
   ASSERT_EQ(::waitpid(child, &status, 0), child);

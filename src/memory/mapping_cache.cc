@@ -48,29 +48,21 @@ void MappingCache::drop_all_in_child() noexcept {
   mutex_.unlock();
 }
 
-void* MappingCache::take(std::size_t length) {
+MappingCache::Kept MappingCache::take_kept(std::size_t length, bool shareable) {
   std::lock_guard lock(mutex_);
   for (auto it = kept_.rbegin(); it != kept_.rend(); ++it) {
-    if (it->length != length || it->memory != nullptr) continue;
-    void* p = it->p;
+    if (it->length != length || (it->memory != nullptr) != shareable) continue;
+    const Kept taken = *it;
     kept_bytes_ -= length;
     kept_.erase(std::next(it).base());
-    return p;
+    return taken;
   }
-  return nullptr;
+  return Kept{nullptr, 0, nullptr};
 }
 
-ShareableMemory* MappingCache::take_shareable(std::size_t length) {
-  std::lock_guard lock(mutex_);
-  for (auto it = kept_.rbegin(); it != kept_.rend(); ++it) {
-    if (it->length != length || it->memory == nullptr) continue;
-    ShareableMemory* memory = it->memory;
-    kept_bytes_ -= length;
-    kept_.erase(std::next(it).base());
-    return memory;
-  }
-  return nullptr;
-}
+void* MappingCache::take(std::size_t length) { return take_kept(length, false).p; }
+
+ShareableMemory* MappingCache::take_shareable(std::size_t length) { return take_kept(length, true).memory; }
 
 void MappingCache::give(void* p, std::size_t length) noexcept { keep({p, length, nullptr}); }
 

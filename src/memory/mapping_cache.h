@@ -57,6 +57,8 @@ class MappingCache {
     std::size_t length;
     ShareableMemory* memory;  // null: private
   };
+  // The most recently released of `length` bytes, shareable or private; all null if none.
+  Kept take_kept(std::size_t length, bool shareable);
   void keep(Kept kept) noexcept;
   static void release(const Kept& kept) noexcept;
   std::size_t limit_;

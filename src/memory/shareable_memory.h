@@ -37,7 +37,7 @@ namespace kolo {
 struct ShareableMemory {
   std::byte* base = nullptr;  // the mapping in this process
   std::size_t length = 0;     // of the mapping and of the file
-  int fd = -1;                // the memfd in this process; -1: private memory now
+  int fd = -1;                // the memfd in this process; -1: privatized (in a forked child)
   std::uint64_t inode = 0;    // so that a peer can tell it opened the right file
 };
 
@@ -77,7 +77,7 @@ inline bool covers(const ShareableMemory& memory, const void* p, std::size_t byt
 
 // Where [p, p + bytes) lies in the file of `memory`: the memfd's descriptor
 // number in this process, its inode, the file's length and the offset of `p` in
-// it. Nothing when `memory` is null, private now (a forked child's), or does not
+// it. Nothing when `memory` is null, privatized (in a forked child), or does not
 // cover the range.
 struct ShareableLocation {
   int fd = -1;
