@@ -82,10 +82,9 @@ struct Tensor {
   Shape shape;
   // The shareable memory `data` lies in (Buffer::view() and Buffer::memory()
   // give it), or null. A view of part of a shareable Buffer may keep its Buffer's
-  // memory, since `data` is found inside it; a view whose data lies outside its
-  // memory is an InvalidArgumentError. Only views that carry it are worked on in
-  // place of the ranks' memory (see Buffer); without it, kolo copies, whatever
-  // memory `data` points to.
+  // memory, since `data` is found inside it. Only views whose memory holds their
+  // data are worked on in place of the ranks' memory (see Buffer); for any
+  // other, kolo copies, whatever memory `data` points to.
   const ShareableMemory* memory = nullptr;
 
   std::int64_t numel() const { return num_elements(shape); }

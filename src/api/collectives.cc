@@ -13,7 +13,6 @@
 #include "engine/engine.h"
 #include "engine/entry.h"
 #include "kolo/error.h"
-#include "memory/shareable_memory.h"
 
 namespace kolo {
 namespace {
@@ -24,16 +23,10 @@ using engine::Request;
 
 void check_tensor(const Tensor& t, const char* role, const std::string& name) {
   if (!is_valid(t.dtype)) throw InvalidArgumentError(std::string(role) + " of '" + name + "' has an invalid dtype");
-  const std::size_t bytes =
-      detail::checked_nbytes(t.dtype, t.shape, [&] { return std::string(role) + " of '" + name + "'"; });
+  detail::checked_nbytes(t.dtype, t.shape, [&] { return std::string(role) + " of '" + name + "'"; });
   if (t.data == nullptr && t.numel() > 0)
     throw InvalidArgumentError(std::string(role) + " of '" + name + "' has null data but " + std::to_string(t.numel()) +
                                " elements");
-  // A transport would publish the memory for its peers to read and write at the
-  // data's offset in it: data outside it is a mistake, never a hint to ignore.
-  if (t.memory != nullptr && !detail::covers(*t.memory, t.data, bytes))
-    throw InvalidArgumentError(std::string(role) + " of '" + name + "' carries shareable memory that does not hold "
-                               "its data (a Buffer's memory() with a pointer outside that Buffer)");
 }
 
 // Who waits for an operation. A blocking call (Caller) waits right away and so

@@ -170,7 +170,7 @@ KOLO_STEP_INLINE bool Engine::step_finishes(const CallerOp& op) const {
 KOLO_STEP_INLINE void Engine::finish(CallerOp& op) {
   cache_.touch(op.bit);
   const Response& response = cache_.response(op.bit);
-  executor_.run_one(response, {op.input, op.output, op.placement, op.entry},
+  executor_.run_one(response, {op.input, op.output, *op.placement, op.entry},
                     op.carried ? &agreement_.payloads() : nullptr);
   if (op.entry) op.entry->state->complete_part(nullptr);
   if (timeline_) record(op.name, op.op, op.started, op.started, "");
@@ -188,7 +188,7 @@ void Engine::hand_over(CallerOp& op) {
   } else {
     *op.pending = std::make_shared<detail::OpState>(op.name);
     entry = Entry{op.call->request(), op.input, op.output, *op.pending};
-    entry.placement = op.placement;
+    entry.placement = *op.placement;
   }
   entry.submitted_at = entry.accepted_at = timeline_ ? op.started : coarse_now();
   entry.seq = op.seq;
