@@ -170,7 +170,7 @@ KOLO_STEP_INLINE bool Engine::step_finishes(const CallerOp& op) const {
 KOLO_STEP_INLINE void Engine::finish(CallerOp& op) {
   cache_.touch(op.bit);
   const Response& response = cache_.response(op.bit);
-  executor_.run_one(response, {op.input, op.output, *op.placement, op.entry},
+  executor_.run_one(response, {op.input, op.output, op.placement, op.entry},
                     op.carried ? &agreement_.payloads() : nullptr);
   if (op.entry) op.entry->state->complete_part(nullptr);
   if (timeline_) record(op.name, op.op, op.started, op.started, "");
@@ -326,7 +326,7 @@ void Engine::execute_carried(std::uint32_t bit) {
   auto it = entries_.find(name);
   if (it == entries_.end()) throw Error("internal: no local operation named '" + name + "' for a carried operation");
   Entry& entry = it->second;
-  executor_.run_one(response, {entry.input, entry.output, entry.placement, &entry}, &agreement_.payloads());
+  executor_.run_one(response, {entry.input, entry.output, &entry.placement, &entry}, &agreement_.payloads());
   if (timeline_) record({&response});
   complete(it, nullptr);
 }

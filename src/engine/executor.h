@@ -34,7 +34,7 @@ class Executor {
   struct Operand {
     const void* input;
     void* output;
-    comm::Placement placement;  // the shareable memory input and output lie in, if any
+    const comm::Placement* placement;  // the shareable memory input and output lie in, if any
     Entry* entry;  // null for an allreduce a caller runs without one (Engine::express)
   };
   // Inline: it is the express path's whole dispatch.
@@ -49,7 +49,7 @@ class Executor {
     } else if (gathered) {
       reduce_gathered(response, operand.output, *gathered);
     } else {
-      reduce_direct(response, operand.input, operand.output, operand.placement);
+      reduce_direct(response, operand.input, operand.output, *operand.placement);
     }
     if (timed_) {
       stamp(phases_.end);
