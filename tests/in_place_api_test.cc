@@ -7,7 +7,8 @@
 // the library: a rank that worked in place has mapped its peer's files.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
+#include <algorithm>
+#include <functional>
 #include <string>
 #include <vector>
 

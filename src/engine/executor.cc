@@ -181,7 +181,7 @@ void Executor::reduce_direct(const Response& response, const void* input, void* 
   if (copy_first) {
     std::memmove(data, send, total * esize);
     send = data;
-    placement.send = placement.recv;
+    placement.send = placement.recv;  // the send buffer is the output, in its memory
   }
   stamp(phases_.comm_start);
   if (reduction.prescales()) reduction.prescale(data, total);  // send == data here
