@@ -11,6 +11,9 @@
 //    (naming the rank) within the peer timeout, and abort() from any thread makes
 //    every current and later call throw ShutdownError promptly.
 //  - send == recv is allowed wherever both exist (in place).
+//  - allreduce, allreduce_regions and allgatherv may carry where their buffers
+//    lie in shareable memory (comm/placement.h): a hint for transports that can
+//    work in place of the ranks' memory; the results are the same with or without.
 #pragma once
 
 #include <chrono>
@@ -21,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/placement.h"
 #include "comm/regions.h"
 #include "kolo/types.h"
 
@@ -52,7 +56,9 @@ class Communicator {
 
   // recv[i] = send_0[i] op send_1[i] op ... for `count` elements. `op` is never
   // Average (the engine divides). Reduction order is by rank, the same on every rank.
-  virtual void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op) = 0;
+  // Every implementation declares the same default placement (none).
+  virtual void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
+                         Placement placement = {}) = 0;
 
   // One allreduce over several buffers, as if their sends were concatenated and
   // the result split back into their recvs, without that copy. Only where
@@ -68,7 +74,7 @@ class Communicator {
   // Byte-level: rank r contributes recv_bytes[r] bytes (send_bytes == recv_bytes[rank]);
   // `recv` receives all contributions concatenated in rank order.
   virtual void allgatherv(const void* send, std::size_t send_bytes, void* recv,
-                          std::span<const std::size_t> recv_bytes) = 0;
+                          std::span<const std::size_t> recv_bytes, Placement placement = {}) = 0;
 
   // An allgather of blocks whose lengths only their senders know. Every block
   // begins with its own length in bytes, a uint32 (see self_sized_length), at

@@ -172,7 +172,8 @@ KOLO_STEP_INLINE bool Engine::step_finishes(const CallerOp& op) const {
 KOLO_STEP_INLINE void Engine::finish(CallerOp& op) {
   cache_.touch(op.bit);
   const Response& response = cache_.response(op.bit);
-  executor_.run_one(response, {op.input, op.output, op.entry}, op.carried ? &agreement_.payloads() : nullptr);
+  executor_.run_one(response, {op.input, op.output, op.placement, op.entry},
+                    op.carried ? &agreement_.payloads() : nullptr);
   if (op.entry) op.entry->state->complete_part(nullptr);
   if (timeline_) record(op.name, op.op, op.started, op.started, "");
   if (recorder_) recorder_->update(op.seq, OpPhase::Done);
@@ -189,6 +190,7 @@ void Engine::hand_over(CallerOp& op) {
   } else {
     *op.pending = std::make_shared<detail::OpState>(op.name);
     entry = Entry{op.call->request(), op.input, op.output, *op.pending};
+    entry.placement = *op.placement;
   }
   entry.submitted_at = entry.accepted_at = timeline_ ? op.started : coarse_now();
   entry.seq = op.seq;
@@ -326,7 +328,7 @@ void Engine::execute_carried(std::uint32_t bit) {
   auto it = entries_.find(name);
   if (it == entries_.end()) throw Error("internal: no local operation named '" + name + "' for a carried operation");
   Entry& entry = it->second;
-  executor_.run_one(response, {entry.input, entry.output, &entry}, &agreement_.payloads());
+  executor_.run_one(response, {entry.input, entry.output, &entry.placement, &entry}, &agreement_.payloads());
   if (timeline_) record({&response});
   complete(it, nullptr);
 }

@@ -214,6 +214,7 @@ Engine::Express Engine::express(const AllreduceCall& call, std::shared_ptr<detai
               .bytes = input_bytes(call.dtype, call.shape),
               .input = call.input,
               .output = call.output,
+              .placement = &call.placement,
               .entry = nullptr,
               .call = &call,
               .pending = &pending};
@@ -227,6 +228,7 @@ Engine::Express Engine::express(Entry& entry) {
               .bytes = input_bytes(request.dtype, request.shape),
               .input = entry.input,
               .output = entry.output,
+              .placement = &entry.placement,
               .entry = &entry,
               .call = nullptr,
               .pending = nullptr};

@@ -99,6 +99,7 @@ class Engine {
     std::size_t bytes;  // this rank's input
     const void* input;
     void* output;
+    const comm::Placement* placement;            // the call's or the entry's
     Entry* entry;                                // any kind but allreduce: moved into the engine on hand-over
     const AllreduceCall* call;                   // an allreduce: the call, no entry
     std::shared_ptr<detail::OpState>* pending;   // an allreduce handed over: its new state

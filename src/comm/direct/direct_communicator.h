@@ -36,15 +36,16 @@ class DirectCommunicator : public GlooCommunicator {
             {tuning_prefix_ + "_ROUND_BYTES", static_cast<std::int64_t>(t.round_bytes)}};
   }
 
-  void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op) override {
+  void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
+                 Placement = {}) override {
     guarded([&] { collectives_.allreduce(send, recv, count, dtype, op); });
   }
   void reduce_scatter(const void* send, void* recv, std::span<const std::size_t> recv_counts, DataType dtype,
                       ReduceOp op) override {
     guarded([&] { collectives_.reduce_scatter(send, recv, recv_counts, dtype, op); });
   }
-  void allgatherv(const void* send, std::size_t send_bytes, void* recv,
-                  std::span<const std::size_t> recv_bytes) override {
+  void allgatherv(const void* send, std::size_t send_bytes, void* recv, std::span<const std::size_t> recv_bytes,
+                  Placement = {}) override {
     guarded([&] { collectives_.allgatherv(send, send_bytes, recv, recv_bytes); });
   }
   void gatherv(const void* send, std::size_t send_bytes, void* recv, std::span<const std::size_t> recv_bytes,

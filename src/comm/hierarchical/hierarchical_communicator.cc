@@ -41,7 +41,10 @@ class HierarchicalCommunicator final : public Communicator {
   int size() const override { return flat_->size(); }
   std::string name() const override { return "hierarchical"; }
 
-  void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op) override {
+  // The output, when shareable, keeps its placement for the host's last step (an
+  // allgatherv into it, which the shm communicator does in place of it).
+  void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
+                 Placement placement = {}) override {
     const int L = layout_.local_size, me = layout_.local_rank;
     const std::size_t es = element_size(dtype);
     std::vector<std::size_t> counts(L, count / L);
@@ -51,11 +54,11 @@ class HierarchicalCommunicator final : public Communicator {
     shard_.resize(bytes[me]);
     run(Part::Local, [&] { local_->reduce_scatter(send, shard_.data(), counts, dtype, op); });
     run(Part::Cross, [&] { cross_->allreduce(shard_.data(), shard_.data(), counts[me], dtype, op); });
-    run(Part::Local, [&] { local_->allgatherv(shard_.data(), bytes[me], recv, bytes); });
+    run(Part::Local, [&] { local_->allgatherv(shard_.data(), bytes[me], recv, bytes, {nullptr, placement.recv}); });
   }
 
-  void allgatherv(const void* send, std::size_t send_bytes, void* recv,
-                  std::span<const std::size_t> recv_bytes) override {
+  void allgatherv(const void* send, std::size_t send_bytes, void* recv, std::span<const std::size_t> recv_bytes,
+                  Placement placement = {}) override {
     if (recv_bytes.size() != static_cast<std::size_t>(size()))
       throw InvalidArgumentError("allgatherv: expected one size per rank (" + std::to_string(size()) + "), got " +
                                  std::to_string(recv_bytes.size()));
@@ -67,7 +70,8 @@ class HierarchicalCommunicator final : public Communicator {
     const std::size_t total = std::accumulate(host_bytes.begin(), host_bytes.end(), std::size_t{0});
     auto* out = static_cast<std::byte*>(recv);
     run(Part::Local, [&] {
-      local_->allgatherv(send, send_bytes, out + host_offset, recv_bytes.subspan(layout_.cross_rank * L, L));
+      local_->allgatherv(send, send_bytes, out + host_offset, recv_bytes.subspan(layout_.cross_rank * L, L),
+                         placement);
     });
     if (layout_.local_rank == 0)
       run(Part::Cross, [&] { cross_->allgatherv(out + host_offset, host_bytes[layout_.cross_rank], out, host_bytes); });
