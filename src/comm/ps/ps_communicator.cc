@@ -42,22 +42,26 @@ class PsCommunicator final : public Communicator {
     return settings;
   }
 
-  void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op) override {
+  // Through the servers the data is copied whatever memory it lies in.
+  void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
+                 Placement = {}) override {
     if (op == ReduceOp::Average)
       throw InvalidArgumentError("ps communicator: allreduce takes Sum, Min, Max or Product (the engine divides)");
     element_size(dtype);  // an invalid dtype throws here, before anything is posted
     const std::uint64_t call = calls_++;
     if (count == 0) return;
-    direct::guarded(mesh_, [&] { push_and_pull(call, static_cast<const std::byte*>(send), static_cast<std::byte*>(recv), count, dtype, op); });
+    direct::guarded(mesh_, [&] {
+      push_and_pull(call, static_cast<const std::byte*>(send), static_cast<std::byte*>(recv), count, dtype, op);
+    });
   }
 
   void reduce_scatter(const void* send, void* recv, std::span<const std::size_t> recv_counts, DataType dtype,
                       ReduceOp op) override {
     workers_->reduce_scatter(send, recv, recv_counts, dtype, op);
   }
-  void allgatherv(const void* send, std::size_t send_bytes, void* recv,
-                  std::span<const std::size_t> recv_bytes) override {
-    workers_->allgatherv(send, send_bytes, recv, recv_bytes);
+  void allgatherv(const void* send, std::size_t send_bytes, void* recv, std::span<const std::size_t> recv_bytes,
+                  Placement placement = {}) override {
+    workers_->allgatherv(send, send_bytes, recv, recv_bytes, placement);
   }
   void allgather_self_sized(const void* send, void* recv, std::size_t max_block) override {
     workers_->allgather_self_sized(send, recv, max_block);
