@@ -42,10 +42,13 @@ class HierarchicalCommunicator final : public Communicator {
   std::string name() const override { return "hierarchical"; }
 
   // The output, when shareable, keeps its placement for the host's last step (an
-  // allgatherv into it, which the shm communicator does in place of it).
+  // allgatherv into it, which the shm communicator does in place of it). With
+  // one rank per host the host's steps would only copy the whole buffer twice:
+  // the ranks' own allreduce across hosts is the whole call (the same bits).
   void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
                  Placement placement = {}) override {
     const int L = layout_.local_size, me = layout_.local_rank;
+    if (L == 1) return run(Part::Cross, [&] { cross_->allreduce(send, recv, count, dtype, op); });
     const std::size_t es = element_size(dtype);
     std::vector<std::size_t> counts(L, count / L);
     for (std::size_t j = 0; j < count % L; ++j) ++counts[j];
@@ -63,6 +66,7 @@ class HierarchicalCommunicator final : public Communicator {
       throw InvalidArgumentError("allgatherv: expected one size per rank (" + std::to_string(size()) + "), got " +
                                  std::to_string(recv_bytes.size()));
     const int L = layout_.local_size, C = layout_.cross_size;
+    if (L == 1) return run(Part::Cross, [&] { cross_->allgatherv(send, send_bytes, recv, recv_bytes); });
     std::vector<std::size_t> host_bytes(C, 0);
     for (int r = 0; r < size(); ++r) host_bytes[r / L] += recv_bytes[r];
     const std::size_t host_offset =
