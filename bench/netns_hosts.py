@@ -66,9 +66,8 @@ NETNS_ETC_DIR = "/etc/netns"
 # 'ip netns exec' needs no more than this to start; a hung tc or ip is a broken
 # machine, not a slow one.
 COMMAND_TIMEOUT = 20
-# The kernel's tick: tbf needs a bucket of at least one tick's worth of tokens
-# at its rate to reach that rate (docs/benchmarks.md, "The limits across hosts").
-HZ = 250
+# tbf's default bucket: this long at the link's rate (see default_burst).
+DEFAULT_BURST_SECONDS = 0.001
 
 
 class NetnsError(RuntimeError):
@@ -102,13 +101,15 @@ def parse_size(text):
 
 
 def default_burst(rate_bits):
-    """A bucket of two ticks' worth of bytes at the rate, and at least 256 KiB.
+    """tbf's bucket: one millisecond of traffic at the rate, and at least 256 KiB.
 
-    tbf refills its bucket from an hrtimer, but the sender is woken at tick
-    granularity on this kernel, so a bucket smaller than one tick of traffic
-    leaves the link idle part of every tick; and a bucket below a GSO packet
-    (64 KiB) makes tbf split every packet (measured: "The limits across hosts")."""
-    return max(256 << 10, int(2 * rate_bits / 8 / HZ))
+    The bucket is what a host may send above the rate after the link was idle,
+    which a real NIC cannot: 1 ms of traffic keeps that below 8 % of a 16 MiB
+    allreduce. tbf refills it from an hrtimer, so even buckets far below one
+    tick of traffic (rate/HZ) reach the rate one way; both ways at once, larger
+    buckets cost the two CPUs less (docs/benchmarks.md, "The limits across
+    hosts"). Below a GSO packet (64 KiB) tbf would split every packet."""
+    return max(256 << 10, int(rate_bits / 8 * DEFAULT_BURST_SECONDS))
 
 
 def unavailable():
@@ -339,6 +340,17 @@ class Hosts:
         """Processes running inside host i."""
         return [p for p in namespace_pids(self.names[i]) if _pid_alive(p)]
 
+    def kill_all(self):
+        """SIGKILL to every process left inside the hosts (after a run that timed
+        out, say); returns how many there were."""
+        left = [p for i in range(self.count) for p in self.pids(i)]
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        return len(left)
+
     def environment(self):
         """NETNS_HOSTS, NETNS_ADDRESSES, NETNS_INTERFACE for a command that uses the hosts."""
         return {"NETNS_HOSTS": " ".join(self.names), "NETNS_ADDRESSES": " ".join(self.addresses),
@@ -406,7 +418,7 @@ def main():
     run = sub.add_parser("run", help="make hosts, run a command, tear down")
     run.add_argument("--hosts", type=int, default=2)
     run.add_argument("--rate", help="tbf rate of every link, both directions (e.g. 1gbit); default unshaped")
-    run.add_argument("--burst", help="tbf bucket (e.g. 5m); default two ticks at the rate, at least 256k")
+    run.add_argument("--burst", help="tbf bucket (e.g. 5m); default 1 ms at the rate, at least 256k")
     run.add_argument("--latency", default="50ms", help="tbf queue length as a delay (50ms)")
     run.add_argument("--mtu", type=int, help="nic0's MTU (1500)")
     run.add_argument("--host", type=int, default=0, help="host to run the command in; -1: this machine (0)")

@@ -3,8 +3,10 @@
 // over 1 to N connections, one way or both ways at once (as an allreduce moves
 // data), each end of each connection driven by its own thread.
 //
-//   tcp_loopback [--streams 1,2,4] [--seconds 2] [--both-ways]
+//   tcp_loopback [--streams 1,2,4] [--seconds 2] [--both-ways] [--no-latency]
 //                [--netns CLIENT_NS,SERVER_NS --address SERVER_ADDRESS]
+//
+// --streams '' measures the latency alone, --no-latency the throughput alone.
 //
 // Over loopback by default. With --netns the server end of every connection is
 // made inside network namespace SERVER_NS, listening on SERVER_ADDRESS, and the
@@ -155,7 +157,7 @@ double throughput(int streams, double seconds, bool both_ways) {
 
 [[noreturn]] void usage(const char* why) {
   std::fprintf(stderr,
-               "tcp_loopback: %s\nusage: tcp_loopback [--streams 1,2,4] [--seconds 2] [--both-ways]\n"
+               "tcp_loopback: %s\nusage: tcp_loopback [--streams 1,2,4] [--seconds 2] [--both-ways] [--no-latency]\n"
                "                    [--netns CLIENT_NS,SERVER_NS --address SERVER_ADDRESS]\n",
                why);
   std::exit(2);
@@ -166,11 +168,15 @@ double throughput(int streams, double seconds, bool both_ways) {
 int main(int argc, char** argv) {
   std::string streams = "1,2,4", netns, address;
   double seconds = 2;
-  bool both_ways = false;
+  bool both_ways = false, latency = true;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     if (flag == "--both-ways") {
       both_ways = true;
+      continue;
+    }
+    if (flag == "--no-latency") {
+      latency = false;
       continue;
     }
     if (i + 1 >= argc) usage(("no value after " + flag).c_str());
@@ -191,7 +197,8 @@ int main(int argc, char** argv) {
     ends.label = ends.client_ns + " -> " + address;
   }
   const char* direction = both_ways ? "both ways at once, each way" : "one way";
-  std::printf("%s 8 B one-way latency (ping-pong / 2): %.2f us\n", ends.label.c_str(), ping_pong_us(seconds));
+  if (latency)
+    std::printf("%s 8 B one-way latency (ping-pong / 2): %.2f us\n", ends.label.c_str(), ping_pong_us(seconds));
   for (std::size_t at = 0; at < streams.size();) {
     const std::size_t comma = streams.find(',', at);
     const int n = std::atoi(streams.substr(at, comma - at).c_str());
