@@ -251,13 +251,14 @@ def write_outputs(rows, raw, table, names, args, prefix="compare", stem=lambda k
         w.writeheader()
         w.writerows(rows)
     for key, sizes in table.items():
+        here = [x for x in names if any(x in cell for cell in sizes.values())]
         for suffix, index, fmt in (("", 0, "{:.6f}"), ("-time", 1, "{:.3f}")):
             extra = extra_columns(key) if index == 0 else {}
             with open(f"{base}-{stem(key)}{suffix}.csv", "w", newline="") as f:
                 w = csv.writer(f)
-                w.writerow(["bytes"] + names + list(extra))
+                w.writerow(["bytes"] + here + list(extra))
                 for b in sorted(sizes):
-                    w.writerow([b] + [fmt.format(sizes[b][x][index]) if x in sizes[b] else "" for x in names] +
+                    w.writerow([b] + [fmt.format(sizes[b][x][index]) if x in sizes[b] else "" for x in here] +
                                [fmt.format(v) for v in extra.values()])
     print(f"\n# wrote {base}.json, {base}.csv and {base}-<config>[-time].csv", file=sys.stderr)
 

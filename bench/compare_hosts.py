@@ -38,6 +38,7 @@ hosts-<op>-<link>-<layout>[-time].csv (with the bound as a column).
 
 import argparse
 import os
+import resource
 import shutil
 import sys
 import time
@@ -126,7 +127,10 @@ def programs_for(wanted, tools, hosts, layout, args):
             "mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(total), "-H", host_list, "--bind-to",
             "none", "--mca", "plm_rsh_agent", AGENT, "--mca", "pml", "ob1", "--mca", "btl", "tcp,self", "--mca",
             "btl_tcp_if_include", hosts.interface, "--mca", "oob_tcp_if_include", hosts.interface,
-            *yield_when_idle, tools.mpi_bench]
+            # Its daemons' default routing tree sometimes fails to wire up 4 hosts
+            # started at once ("set the MCA param routed=direct"); data paths are not
+            # affected.
+            "--mca", "routed", "direct", *yield_when_idle, tools.mpi_bench]
 
     made = {
         "kolo-tcp": lambda: compare.Program("kolo-tcp", lambda n: kolorun(tools.kolo_bench, "--mode", "comm"),
@@ -179,7 +183,8 @@ def measure(args, links, layouts, wanted):
     for link in links:
         for layout in layouts:
             label = f"{link_name(link)} {layout_name(layout)}"
-            with netns_hosts.Hosts(layout[0], rate=link, burst=args.burst, latency=args.latency) as hosts:
+            with netns_hosts.Hosts(layout[0], rate=link, burst=args.burst, latency=args.latency,
+                                   mtu=args.mtu) as hosts:
                 programs = programs_for(wanted, tools, hosts, layout, args)
                 names = [w for w in wanted if w in names or w in (p.name for p in programs)]
                 n = layout[0] * layout[1]
@@ -187,7 +192,10 @@ def measure(args, links, layouts, wanted):
                 for round_index, chunk, program in compare.interleaved(programs, args):
                     started = time.time()
                     before = hosts.all_counters()
+                    cpu = children_cpu_seconds()
                     result = compare.run_one(program, n, chunk, args)
+                    cpu = children_cpu_seconds() - cpu
+                    wall = time.time() - started
                     moved = netns_hosts.counter_delta(before, hosts.all_counters())
                     left = hosts.kill_all()
                     if left:
@@ -198,12 +206,22 @@ def measure(args, links, layouts, wanted):
                     raw.append({"program": program.name, "ranks": n, "round": round_index,
                                 "link": link_name(link), "layout": layout_name(layout),
                                 "burst": shaping["burst"] if shaping else None,
-                                "host_bytes_sent": [m["tx_bytes"] for m in moved], "result": result})
+                                "host_bytes_sent": [m["tx_bytes"] for m in moved],
+                                "cpu_seconds": cpu, "wall_seconds": wall, "result": result})
                     rows += rows_with_config(raw[-1], args.op)
                     if args.verbose:
                         print(f"# {program.name} {label} {chunk[0]}..{chunk[-1]} B in {time.time() - started:.1f} s; "
                               f"host 0 sent {moved[0]['tx_bytes']} B", file=sys.stderr)
     return rows, raw, names
+
+
+def children_cpu_seconds():
+    """User + system seconds of every finished descendant: the launcher, the ranks
+    it waited for (on any host, all on this machine) and the kernel's network work
+    done on their behalf (tick accounting charges softirq time to the task it
+    interrupts)."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
 
 
 def rows_with_config(run, op):
@@ -242,6 +260,25 @@ def print_bound_shares(table, names, args):
                                          for x in names))
 
 
+def print_cores(raw, names):
+    """How many of the machine's cores each program kept busy (its processes' CPU
+    seconds over the launch's wall seconds) in the launches of the largest sizes."""
+    if not any("cpu_seconds" in run for run in raw):
+        return
+    largest = max(r["bytes"] for run in raw for r in run["result"]["results"])
+    cores = {}
+    for run in raw:
+        if "cpu_seconds" in run and any(r["bytes"] == largest for r in run["result"]["results"]):
+            cores.setdefault(f"{run['link']}-{run['layout']}", {}).setdefault(run["program"], []).append(
+                run["cpu_seconds"] / run["wall_seconds"])
+    print(f"\n## cores kept busy (CPU seconds of all processes / wall seconds) in the launches up to {largest} B, "
+          f"median of rounds; this machine has {os.cpu_count()}")
+    print(f"{'config':>16} " + " ".join(f"{x:>13}" for x in names))
+    for key, by_program in cores.items():
+        print(f"{key:>16} " + " ".join(f"{sorted(by_program[x])[len(by_program[x]) // 2]:>13.2f}"
+                                       if x in by_program else f"{'-':>13}" for x in names))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     compare.add_sweep_arguments(ap, max_bytes="64M", step_factor=4.0, warmup=3, iters=10, budget="512M",
@@ -251,6 +288,7 @@ def main():
     ap.add_argument("--links", default="none,1gbit,10gbit", help="tbf rates, or none (none,1gbit,10gbit)")
     ap.add_argument("--burst", help="tbf bucket (default: netns_hosts.default_burst, 1 ms at the rate)")
     ap.add_argument("--latency", default="50ms", help="tbf queue as a delay (50ms)")
+    ap.add_argument("--mtu", type=int, help="the hosts' MTU (1500)")
     ap.add_argument("--programs", default=DEFAULT_PROGRAMS,
                     help=f"({DEFAULT_PROGRAMS}); also kolo-gloo, gloo-hd")
     args = ap.parse_args()
@@ -282,12 +320,13 @@ def main():
         except KeyboardInterrupt:
             sys.exit("compare_hosts.py: interrupted; the hosts are gone")
         meta = {"links": [link_name(x) for x in links], "layouts": [layout_name(x) for x in layouts],
-                "latency": args.latency, "sizes": args.sizes}
+                "latency": args.latency, "mtu": args.mtu or 1500, "sizes": args.sizes}
     if not rows:
         sys.exit("compare_hosts.py: no program produced results")
     table = compare.summarize(rows, args, key=key_of)
     compare.print_tables(table, names, args, title=title)
     print_bound_shares(table, names, args)
+    print_cores(raw, names)
 
     def bound_column(key):
         bound = bound_gbps(*config_of(key))

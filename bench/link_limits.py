@@ -2,7 +2,8 @@
 """What TCP itself gets between two network-namespace hosts (bench/netns_hosts.py)
 and over loopback, beside which kolo's numbers across hosts are read: 8-byte
 latency, and 1 MiB messages over 1..N connections one way and both ways at once
-(as an allreduce moves data), per link shaping, with the CPU that took.
+(as an allreduce moves data), per link shaping, with the CPU that took; with
+--ucx also UCX's own numbers over TCP (ucx_perftest tag_lat 8 B, tag_bw 1 MiB).
 
   /usr/bin/python3 bench/link_limits.py --build build \\
       --shapes loopback,none,10gbit/256k,10gbit/1m,10gbit/5m,10gbit/10m,1gbit/512k --rounds 3
@@ -24,6 +25,8 @@ import contextlib
 import json
 import os
 import resource
+import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -100,9 +103,49 @@ def measure_shape(shape, args, tool):
                 out, wall, own, soft = timed(argv + (["--both-ways"] if both else []))
                 results.append({"what": "both ways" if both else "one way", "streams": streams,
                                 "value": last_number(out, " GB/s"), "own_cores": own, "ksoftirqd_cores": soft})
+        if args.ucx:
+            results += ucx_perftest(hosts, args)
         shaping = None if loopback else hosts.shaping(0)
     for r in results:
         r["burst"] = shaping["burst"] if shaping else None
+    return results
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def ucx_perftest(hosts, args):
+    """UCX over TCP (ucx_perftest): 8-byte tag latency (median) and 1 MiB tag
+    bandwidth one way, server in host 1 (or here, on loopback), client in host 0."""
+    results = []
+    for test, size, what in (("tag_lat", 8, "ucx_latency_us"), ("tag_bw", 1 << 20, "ucx_one_way")):
+        port = str(free_port())
+        env = dict(os.environ, UCX_TLS="tcp", UCX_NET_DEVICES=hosts.interface if hosts else "lo")
+        server_argv = ["ucx_perftest", "-p", port]
+        client_argv = ["ucx_perftest", hosts.address(1) if hosts else "127.0.0.1", "-p", port, "-t", test, "-s",
+                       str(size), "-n", "20000" if test == "tag_lat" else "2000"]
+        server = subprocess.Popen((hosts.exec_prefix(1) if hosts else []) + server_argv, env=env,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            for _ in range(50):  # the server needs a moment to listen
+                time.sleep(0.1)
+                done = subprocess.run((hosts.exec_prefix(0) if hosts else []) + client_argv, env=env,
+                                      capture_output=True, text=True, timeout=120)
+                if done.returncode == 0:
+                    break
+            final = [l for l in done.stdout.splitlines() if l.startswith("Final:")]
+            if done.returncode != 0 or not final:
+                raise RuntimeError(f"ucx_perftest {test} failed: {(done.stderr + done.stdout).strip()[-400:]}")
+            fields = final[-1].split()
+            # Final: iterations, latency 50%ile, average, overall (us), MB/s average, overall, msg/s ...
+            value = float(fields[2]) if test == "tag_lat" else float(fields[6]) * (1 << 20) / 1e9
+            results.append({"what": what, "value": value})
+        finally:
+            server.kill()
+            server.wait()
     return results
 
 
@@ -110,7 +153,8 @@ def summarize(samples, shapes, args):
     print(f"\n# TCP between two namespace hosts (loopback: this machine's lo); {args.rounds} round(s), "
           f"median [min..max] of rounds; cores: tcp_loopback's own + ksoftirqd's, median")
     print(f"{'shape':>16} {'burst':>9} {'latency us':>11}  " + "  ".join(
-        f"{d} x{s}".rjust(22) for d in ("one way", "both ways") for s in args.streams))
+        f"{d} x{s}".rjust(22) for d in ("one way", "both ways") for s in args.streams) +
+          ("  " + "ucx 8 B, 1 MiB one way".rjust(22) if args.ucx else ""))
     for shape in shapes:
         mine = [r for r in samples if r["shape"] == shape["name"]]
         lat = statistics.median(r["value"] for r in mine if r["what"] == "latency_us")
@@ -122,6 +166,9 @@ def summarize(samples, shapes, args):
                 v = [r["value"] for r in got]
                 cores = statistics.median(r["own_cores"] + r["ksoftirqd_cores"] for r in got)
                 cells.append(f"{statistics.median(v):.2f} [{min(v):.2f}..{max(v):.2f}] {cores:.1f}c".rjust(22))
+        ucx = [statistics.median(r["value"] for r in mine if r["what"] == w) if any(r["what"] == w for r in mine)
+               else None for w in ("ucx_latency_us", "ucx_one_way")]
+        cells += [f"{ucx[0]:.1f} us, {ucx[1]:.2f} GB/s".rjust(22)] if ucx[0] is not None else []
         print(f"{shape['name']:>16} {burst or '-':>9} {lat:>11.1f}  " + "  ".join(cells))
 
 
@@ -133,6 +180,7 @@ def main():
     ap.add_argument("--seconds", type=float, default=2.0, help="per measurement (2)")
     ap.add_argument("--latency", default="50ms", help="tbf queue as a delay (50ms)")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--ucx", action="store_true", help="also ucx_perftest over TCP (Debian's ucx-utils)")
     ap.add_argument("--out", help="write every sample to OUT/link-limits.json")
     args = ap.parse_args()
     tool = os.path.join(os.path.abspath(args.build), "bench/tcp_loopback")
@@ -148,6 +196,8 @@ def main():
         if reason:
             print(f"link_limits.py: {reason}", file=sys.stderr)
             sys.exit(77)
+    if args.ucx and shutil.which("ucx_perftest") is None:
+        sys.exit("link_limits.py: --ucx needs ucx_perftest (apt-get install ucx-utils)")
     samples = []
     try:
         for round_index in range(args.rounds):

@@ -1,7 +1,9 @@
 #!/bin/sh
 # Draws the benchmark results as PNGs with gnuplot (Debian's gnuplot-nox):
 #  - busbw and time against size, one line per program, for every
-#    RESULTS/compare-<op>-n<N>.csv that bench/compare.py wrote;
+#    RESULTS/compare-<op>-n<N>.csv that bench/compare.py wrote, and every
+#    RESULTS/hosts-<op>-<link>-<layout>.csv of bench/compare_hosts.py (with the
+#    link-rate bound as a line of its own);
 #  - training throughput bars with scaling-efficiency lines, from
 #    RESULTS/training-wide.csv (bench/training_results.py), when it exists.
 #
@@ -49,6 +51,23 @@ for csv in "$results"/compare-*-n*.csv; do
   if [ -e "$results/$stem-time.csv" ]; then
     plot_sweep "$results/$stem-time.csv" "$outdir/time-$op-n$n.png" "$op, $n ranks, one host: time per call (lower is better)" \
       'time (us)' 'set logscale y 10'
+  fi
+done
+
+for csv in "$results"/hosts-*-*-*.csv; do
+  [ -e "$csv" ] || continue
+  case "$csv" in *-time.csv) continue ;; esac
+  found=1
+  stem=$(basename "$csv" .csv)            # hosts-allreduce-10gbit-2x1
+  op=$(echo "$stem" | cut -d- -f2)
+  link=$(echo "$stem" | cut -d- -f3)
+  layout=$(echo "$stem" | cut -d- -f4)
+  where="$(echo "$layout" | sed 's/x/ hosts x /') rank(s), link $link"
+  plot_sweep "$csv" "$outdir/busbw-$op-$link-$layout.png" "$op across namespace hosts, $where: bus bandwidth (higher is better)" \
+    'busbw (GB/s)' 'set yrange [0:*]'
+  if [ -e "$results/$stem-time.csv" ]; then
+    plot_sweep "$results/$stem-time.csv" "$outdir/time-$op-$link-$layout.png" \
+      "$op across namespace hosts, $where: time per call (lower is better)" 'time (us)' 'set logscale y 10'
   fi
 done
 
