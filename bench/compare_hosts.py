@@ -151,26 +151,40 @@ def programs_for(wanted, tools, hosts, layout, args):
     }
     programs = []
     for name in wanted:
-        if name.startswith("kolo-") and "hier" in name and ranks == 1:
+        base, settings = split_variant(name)
+        if base.startswith("kolo-") and "hier" in base and ranks == 1:
             continue  # one rank per host: nothing to compose
-        if name in ("gloo-hd",) and args.op != "allreduce":
+        if base == "gloo-hd" and args.op != "allreduce":
             continue
-        programs.append(made[name]())
+        program = made[base]()
+        program.name, program.env = name, dict(program.env or {}, **settings)
+        programs.append(program)
     return programs
+
+
+def split_variant(name):
+    """'kolo-tcp+KOLO_TCP_ROUND_BYTES=262144' -> ('kolo-tcp', {'KOLO_TCP_ROUND_BYTES': '262144'}):
+    a program run with more environment, beside the plain one in the same run."""
+    base, *settings = name.split("+")
+    pairs = [s.split("=", 1) for s in settings]
+    if any(len(p) != 2 or not p[0] for p in pairs):
+        raise ValueError(f"'{name}': a variant is PROGRAM+NAME=VALUE[+NAME=VALUE...]")
+    return base, dict(pairs)
 
 
 def check_tools(wanted, tools):
     """The wanted programs whose binaries exist; says which are skipped and why."""
-    need = {"mpi-tcp": tools.mpi_bench, "gloo-ring": tools.gloo_bench, "gloo-hd": tools.gloo_bench}
-    for binary, what in ((tools.kolorun, "kolorun"), (tools.kolo_bench, "kolo-bench")):
+    for binary in (tools.kolorun, tools.kolo_bench):
         if not os.access(binary, os.X_OK):
             sys.exit(f"compare_hosts.py: {binary} is not built (cmake --build BUILD --target kolorun kolo-bench)")
+    binaries = {"mpi-tcp": tools.mpi_bench, "gloo-ring": tools.gloo_bench, "gloo-hd": tools.gloo_bench}
     kept = []
     for name in wanted:
-        if name in need and not os.access(need[name], os.X_OK):
-            print(f"# skipping {name}: {need[name]} is not built", file=sys.stderr)
-        elif name == "mpi-tcp" and shutil.which("mpirun") is None:
-            print("# skipping mpi-tcp: mpirun is not on PATH", file=sys.stderr)
+        base = split_variant(name)[0]
+        if base in binaries and not os.access(binaries[base], os.X_OK):
+            print(f"# skipping {name}: {binaries[base]} is not built", file=sys.stderr)
+        elif base == "mpi-tcp" and shutil.which("mpirun") is None:
+            print(f"# skipping {name}: mpirun is not on PATH", file=sys.stderr)
         else:
             kept.append(name)
     return kept
@@ -290,7 +304,8 @@ def main():
     ap.add_argument("--latency", default="50ms", help="tbf queue as a delay (50ms)")
     ap.add_argument("--mtu", type=int, help="the hosts' MTU (1500)")
     ap.add_argument("--programs", default=DEFAULT_PROGRAMS,
-                    help=f"({DEFAULT_PROGRAMS}); also kolo-gloo, gloo-hd")
+                    help=f"({DEFAULT_PROGRAMS}); also kolo-gloo, gloo-hd; PROGRAM+NAME=VALUE runs PROGRAM "
+                         "with that environment variable too, beside the others")
     args = ap.parse_args()
     args.bind = False
     args.ranks = []
@@ -300,13 +315,16 @@ def main():
         args.op = saved["op"]
         args.rounds = 1 + max(run["round"] for run in raw)
         rows = [row for run in raw for row in rows_with_config(run, args.op)]
-        known, seen = DEFAULT_PROGRAMS.split(",") + EXTRA_PROGRAMS, {run["program"] for run in raw}
-        names = [x for x in known if x in seen] + sorted(seen - set(known))
+        known, seen = DEFAULT_PROGRAMS.split(",") + EXTRA_PROGRAMS, list(dict.fromkeys(run["program"] for run in raw))
+        names = [x for x in known if x in seen] + [x for x in seen if x not in known]
         meta = {k: v for k, v in saved.items() if k not in ("runs", "op", "stat", "ranks", "bind")}
     else:
         links, layouts = parse_links(args.links), parse_layouts(args.layouts)
         wanted = [p for p in args.programs.split(",") if p]
-        unknown = [p for p in wanted if p not in DEFAULT_PROGRAMS.split(",") + EXTRA_PROGRAMS]
+        try:
+            unknown = [p for p in wanted if split_variant(p)[0] not in DEFAULT_PROGRAMS.split(",") + EXTRA_PROGRAMS]
+        except ValueError as e:
+            sys.exit(f"compare_hosts.py: {e}")
         if unknown:
             sys.exit(f"compare_hosts.py: unknown program(s) {', '.join(unknown)}")
         reason = netns_hosts.unavailable()
