@@ -352,7 +352,25 @@ def main():
 
     compare.write_outputs(rows, raw, table, names, args, prefix="hosts", stem=lambda key: key,
                           meta=meta, extra_columns=bound_column)
+    write_bound_shares(table, names, args)
     compare.exit_if_wrong(rows, "compare_hosts.py")
+
+
+def write_bound_shares(table, names, args):
+    """hosts-<op>-bound-share.csv for plot.sh: per shaped configuration, each
+    program's busbw at the largest size as a percentage of the link-rate bound."""
+    shaped = [key for key in table if bound_gbps(*config_of(key)) is not None]
+    if not shaped:
+        return
+    largest = max(b for key in shaped for b in table[key])
+    path = os.path.join(args.out, f"hosts-{args.op}-bound-share.csv")
+    with open(path, "w") as f:
+        f.write(",".join([f"link and hosts x ranks ({largest >> 20} MiB)"] + names) + "\n")
+        for key in shaped:
+            cell = table[key].get(largest, {})
+            bound = bound_gbps(*config_of(key))
+            f.write(",".join([key.replace("-", " ")] + [f"{100 * cell[x][0] / bound:.1f}" if x in cell else ""
+                                                         for x in names]) + "\n")
 
 
 if __name__ == "__main__":
