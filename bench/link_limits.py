@@ -2,7 +2,8 @@
 """What TCP itself gets between two network-namespace hosts (bench/netns_hosts.py)
 and over loopback, beside which kolo's numbers across hosts are read: 8-byte
 latency, and 1 MiB messages over 1..N connections one way and both ways at once
-(as an allreduce moves data), per link shaping, with the CPU that took; with
+with one thread per end driving all its connections (as a rank moves an
+allreduce's data: tcp_loopback --duplex), per link shaping, with the CPU that took; with
 --ucx also UCX's own numbers over TCP (ucx_perftest tag_lat 8 B, tag_bw 1 MiB).
 
   /usr/bin/python3 bench/link_limits.py --build build \\
@@ -100,7 +101,7 @@ def measure_shape(shape, args, tool):
         for both in (False, True):
             for streams in args.streams:
                 argv = [tool, "--no-latency", "--streams", str(streams), "--seconds", str(args.seconds)] + where
-                out, wall, own, soft = timed(argv + (["--both-ways"] if both else []))
+                out, wall, own, soft = timed(argv + (["--duplex"] if both else []))
                 results.append({"what": "both ways" if both else "one way", "streams": streams,
                                 "value": last_number(out, " GB/s"), "own_cores": own, "ksoftirqd_cores": soft})
         if args.ucx:

@@ -1,9 +1,11 @@
 // The TCP limit of this machine, which bounds any TCP collective here: 8-byte
 // ping-pong latency over one connection, and the throughput of 1 MiB messages
 // over 1 to N connections, one way or both ways at once (as an allreduce moves
-// data), each end of each connection driven by its own thread.
+// data): each end of each connection driven by its own thread, or with --duplex
+// one thread per end for all its connections, sending and receiving at once with
+// poll(), as a rank's one thread moves an allreduce.
 //
-//   tcp_loopback [--streams 1,2,4] [--seconds 2] [--both-ways] [--no-latency]
+//   tcp_loopback [--streams 1,2,4] [--seconds 2] [--both-ways | --duplex] [--no-latency]
 //                [--netns CLIENT_NS,SERVER_NS --address SERVER_ADDRESS]
 //
 // --streams '' measures the latency alone, --no-latency the throughput alone.
@@ -18,10 +20,12 @@
 #include <sched.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -155,9 +159,60 @@ double throughput(int streams, double seconds, bool both_ways) {
   return static_cast<double>(bytes.load()) / elapsed / 1e9 / (both_ways ? 2 : 1);
 }
 
+// GB/s each way with both ends sending at once, each end one thread driving all
+// of its `streams` connections (non-blocking, poll()).
+double duplex_throughput(int streams, double seconds) {
+  constexpr std::size_t kMessage = 1 << 20;
+  std::vector<int> client_ends, server_ends;
+  for (int s = 0; s < streams; ++s) {
+    auto [a, b] = socket_pair();
+    client_ends.push_back(a);
+    server_ends.push_back(b);
+  }
+  const auto end = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  std::atomic<long> bytes{0};
+  auto drive = [&](const std::vector<int>& fds) {
+    std::vector<char> out(kMessage, 1), in(kMessage);
+    std::vector<pollfd> polled;
+    for (int fd : fds) {
+      ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+      polled.push_back({fd, POLLIN | POLLOUT, 0});
+    }
+    long sent = 0;
+    std::size_t reading = fds.size();
+    while (reading > 0) {
+      if (Clock::now() >= end)
+        for (auto& p : polled)
+          if (p.events & POLLOUT) ::shutdown(p.fd, SHUT_WR), p.events &= ~POLLOUT;
+      if (::poll(polled.data(), polled.size(), 100) < 0) die("poll");
+      for (auto& p : polled) {
+        if ((p.revents & POLLOUT) && (p.events & POLLOUT)) {
+          const ssize_t w = ::send(p.fd, out.data(), kMessage, MSG_NOSIGNAL | MSG_DONTWAIT);
+          if (w > 0) sent += w;
+          else if (w < 0 && errno != EAGAIN) die("send");
+        }
+        if ((p.revents & (POLLIN | POLLHUP | POLLERR)) && (p.events & POLLIN)) {
+          const ssize_t r = ::recv(p.fd, in.data(), kMessage, MSG_DONTWAIT);
+          if (r == 0) p.events &= ~POLLIN, --reading;
+          else if (r < 0 && errno != EAGAIN) die("recv");
+        }
+      }
+    }
+    bytes += sent;
+  };
+  const auto start = Clock::now();
+  std::thread server(drive, std::cref(server_ends));
+  drive(client_ends);
+  server.join();
+  const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  for (int fd : client_ends) ::close(fd);
+  for (int fd : server_ends) ::close(fd);
+  return static_cast<double>(bytes.load()) / elapsed / 1e9 / 2;
+}
+
 [[noreturn]] void usage(const char* why) {
   std::fprintf(stderr,
-               "tcp_loopback: %s\nusage: tcp_loopback [--streams 1,2,4] [--seconds 2] [--both-ways] [--no-latency]\n"
+               "tcp_loopback: %s\nusage: tcp_loopback [--streams 1,2,4] [--seconds 2] [--both-ways | --duplex] [--no-latency]\n"
                "                    [--netns CLIENT_NS,SERVER_NS --address SERVER_ADDRESS]\n",
                why);
   std::exit(2);
@@ -168,11 +223,15 @@ double throughput(int streams, double seconds, bool both_ways) {
 int main(int argc, char** argv) {
   std::string streams = "1,2,4", netns, address;
   double seconds = 2;
-  bool both_ways = false, latency = true;
+  bool both_ways = false, duplex = false, latency = true;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     if (flag == "--both-ways") {
       both_ways = true;
+      continue;
+    }
+    if (flag == "--duplex") {
+      duplex = true;
       continue;
     }
     if (flag == "--no-latency") {
@@ -196,7 +255,9 @@ int main(int argc, char** argv) {
     if (::inet_pton(AF_INET, address.c_str(), &ends.server_address) != 1) usage("--address needs an IPv4 address");
     ends.label = ends.client_ns + " -> " + address;
   }
-  const char* direction = both_ways ? "both ways at once, each way" : "one way";
+  const char* direction = duplex      ? "both ways at once, one thread per end, each way"
+                          : both_ways ? "both ways at once, each way"
+                                      : "one way";
   if (latency)
     std::printf("%s 8 B one-way latency (ping-pong / 2): %.2f us\n", ends.label.c_str(), ping_pong_us(seconds));
   for (std::size_t at = 0; at < streams.size();) {
@@ -204,7 +265,7 @@ int main(int argc, char** argv) {
     const int n = std::atoi(streams.substr(at, comma - at).c_str());
     if (n < 1) usage("--streams needs positive counts");
     std::printf("%s 1 MiB messages, %d connection(s), %s: %.2f GB/s (all connections)\n", ends.label.c_str(), n, direction,
-                throughput(n, seconds, both_ways));
+                duplex ? duplex_throughput(n, seconds) : throughput(n, seconds, both_ways));
     at = comma == std::string::npos ? streams.size() : comma + 1;
   }
   return 0;
