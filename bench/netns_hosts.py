@@ -32,12 +32,13 @@ longer exist left behind.
 As a command:
 
     netns_hosts.py check                        # exit 0, or 77 and why namespaces cannot be made
-    netns_hosts.py run --hosts 2 --rate 1gbit [--burst 1m] [--host 0] -- CMD ARGS...
+    netns_hosts.py run --hosts 2 --rate 1gbit [--burst 1m] [--cpus spread] [--host 0] -- CMD ARGS...
     netns_hosts.py cleanup [--all]              # leftovers of dead runs (--all: of live ones too)
 
 `run` makes the hosts, runs CMD in host --host (or, with --host -1, on this
-machine) with NETNS_HOSTS, NETNS_ADDRESSES (space-separated) and NETNS_INTERFACE
-in its environment, prints each host's bytes sent and received over nic0 to
+machine) with NETNS_HOSTS, NETNS_ADDRESSES (space-separated), NETNS_INTERFACE
+and, with --cpus, NETNS_CPUS in its environment (bench/netns_exec.sh HOST CMD
+runs CMD in a host, on its CPUs), prints each host's bytes sent and received over nic0 to
 stderr, tears everything down and exits with CMD's status.
 
 Needs root (CAP_SYS_ADMIN, CAP_NET_ADMIN) and iproute2 (ip, tc).
@@ -205,9 +206,13 @@ class Hosts:
     burst: tbf bucket ("5m", bytes); default default_burst(rate).
     latency: how long a packet may wait in tbf's queue ("50ms"); sets its limit.
     mtu: nic0's MTU (default 1500, the veth default and a real Ethernet's).
+    cpus: None (every host on every CPU), "spread" (host i on CPU i modulo the
+        CPUs) or one taskset list per host ("0", "2-3"): commands started with
+        exec_prefix, run, popen and bench/netns_exec.sh run on their host's CPUs,
+        as on separate machines.
     """
 
-    def __init__(self, count, rate=None, burst=None, latency="50ms", mtu=None):
+    def __init__(self, count, rate=None, burst=None, latency="50ms", mtu=None, cpus=None):
         if not 1 <= int(count) <= 250:
             raise ValueError(f"hosts: need 1 to 250, got {count}")
         reason = unavailable()
@@ -222,6 +227,11 @@ class Hosts:
         self.names = [f"{self._prefix}-h{i}" for i in range(self.count)]
         third = random.randrange(256)
         self.addresses = [f"{SUBNET}.{third}.{i + 1}" for i in range(self.count)]
+        if cpus == "spread":
+            cpus = [str(i % (os.cpu_count() or 1)) for i in range(self.count)]
+        if cpus is not None and (len(cpus) != self.count or not all(re.fullmatch(r"[0-9,-]+", c) for c in cpus)):
+            raise ValueError(f"cpus: 'spread' or one taskset CPU list per host, got {cpus}")
+        self.cpus = cpus
         self._created = []
         self._shaping = [None] * self.count
         self._old_handlers = {}
@@ -325,8 +335,9 @@ class Hosts:
         return self.addresses[i]
 
     def exec_prefix(self, i):
-        """argv prefix that runs a command inside host i."""
-        return ["ip", "netns", "exec", self.names[i]]
+        """argv prefix that runs a command inside host i (on its CPUs, if it has some)."""
+        pin = ["taskset", "-c", self.cpus[i]] if self.cpus else []
+        return ["ip", "netns", "exec", self.names[i]] + pin
 
     def run(self, i, argv, **kwargs):
         """subprocess.run(argv) inside host i."""
@@ -352,9 +363,13 @@ class Hosts:
         return len(left)
 
     def environment(self):
-        """NETNS_HOSTS, NETNS_ADDRESSES, NETNS_INTERFACE for a command that uses the hosts."""
-        return {"NETNS_HOSTS": " ".join(self.names), "NETNS_ADDRESSES": " ".join(self.addresses),
-                "NETNS_INTERFACE": INTERFACE}
+        """NETNS_HOSTS, NETNS_ADDRESSES, NETNS_INTERFACE (and NETNS_CPUS) for a command
+        that uses the hosts, and for bench/netns_exec.sh."""
+        env = {"NETNS_HOSTS": " ".join(self.names), "NETNS_ADDRESSES": " ".join(self.addresses),
+               "NETNS_INTERFACE": INTERFACE}
+        if self.cpus:
+            env["NETNS_CPUS"] = " ".join(self.cpus)
+        return env
 
     # -- counters ----------------------------------------------------------------
 
@@ -394,11 +409,13 @@ def _cmd_run(args):
         sys.exit("netns_hosts.py run: give the command after --")
     if not -1 <= args.host < args.hosts:
         sys.exit(f"netns_hosts.py run: --host must be -1 (this machine) or 0..{args.hosts - 1}")
-    with Hosts(args.hosts, rate=args.rate, burst=args.burst, latency=args.latency, mtu=args.mtu) as hosts:
+    cpus = args.cpus if args.cpus in (None, "spread") else args.cpus.split(";")
+    with Hosts(args.hosts, rate=args.rate, burst=args.burst, latency=args.latency, mtu=args.mtu, cpus=cpus) as hosts:
         for i in range(hosts.count):
             s = hosts.shaping(i)
             link = f"tbf {s['rate']} burst {s['burst']} latency {s['latency']}" if s else "unshaped"
-            print(f"# host {i}: {hosts.name(i)} {hosts.address(i)} ({link})", file=sys.stderr)
+            on = f", CPUs {hosts.cpus[i]}" if hosts.cpus else ""
+            print(f"# host {i}: {hosts.name(i)} {hosts.address(i)} ({link}{on})", file=sys.stderr)
         before = hosts.all_counters()
         env = dict(os.environ, **hosts.environment())
         argv = args.command if args.host < 0 else hosts.exec_prefix(args.host) + args.command
@@ -421,6 +438,7 @@ def main():
     run.add_argument("--burst", help="tbf bucket (e.g. 5m); default 1 ms at the rate, at least 256k")
     run.add_argument("--latency", default="50ms", help="tbf queue length as a delay (50ms)")
     run.add_argument("--mtu", type=int, help="nic0's MTU (1500)")
+    run.add_argument("--cpus", help="'spread' (host i on CPU i) or taskset lists per host, 'A;B;...' (default: all)")
     run.add_argument("--host", type=int, default=0, help="host to run the command in; -1: this machine (0)")
     run.add_argument("command", nargs=argparse.REMAINDER)
     clean = sub.add_parser("cleanup", help="remove namespaces of dead runs")

@@ -25,8 +25,9 @@
 # With --across-hosts 1 the 2-worker runs put one worker on each of two network-
 # namespace hosts (bench/netns_hosts.py), which it finds in NETNS_HOSTS,
 # NETNS_ADDRESSES and NETNS_INTERFACE, and the 1-worker runs happen inside the
-# first of them:
-#   bench/netns_hosts.py run --hosts 2 --rate 10gbit --host -1 -- \
+# first of them; with NETNS_CPUS (netns_hosts.py run --cpus spread) each host's
+# processes run on that host's CPUs, as on separate machines:
+#   bench/netns_hosts.py run --hosts 2 --rate 10gbit --cpus spread --host -1 -- \
 #       bench/run_training_bench.sh --across-hosts 1 --repeat 3
 # kolo's workers start with kolorun --launcher-command 'ip netns exec {host}',
 # DDP's one per host with host 0's address as MASTER_ADDR and gloo on that
@@ -91,9 +92,11 @@ if [[ $across_hosts == 1 ]]; then
     echo "run_training_bench: --across-hosts 1 needs NETNS_HOSTS, NETNS_ADDRESSES and NETNS_INTERFACE (run it under bench/netns_hosts.py run --host -1)" >&2
     exit 1
   }
-  in_host0=(ip netns exec "${netns_hosts[0]}")
+  # bench/netns_exec.sh puts a host's processes on its CPUs (netns_hosts.py run --cpus).
+  netns_exec=$PWD/bench/netns_exec.sh
+  in_host0=("$netns_exec" "${netns_hosts[0]}")
   kolorun_one=("${in_host0[@]}" "$kolorun" -np 1)
-  kolorun_two=("${in_host0[@]}" "$kolorun" --launcher-command 'ip netns exec {host}'
+  kolorun_two=("${in_host0[@]}" "$kolorun" --launcher-command "$netns_exec {host}"
                -H "${netns_hosts[0]}:1,${netns_hosts[1]}:1" --network-interface "$NETNS_INTERFACE")
 else
   in_host0=()
@@ -108,10 +111,10 @@ ddp() {
   shift
   if [[ $across_hosts == 1 && $workers == 2 ]]; then
     local ddp_args=(bench/ddp_synthetic.py --num-proc 2 --master-addr "${netns_addresses[0]}" --master-port 29500 "${args[@]}")
-    ip netns exec "${netns_hosts[1]}" env GLOO_SOCKET_IFNAME="$NETNS_INTERFACE" "$@" "$python" "${ddp_args[@]}" --rank 1 >/dev/null 2>&1 &
+    "$netns_exec" "${netns_hosts[1]}" env GLOO_SOCKET_IFNAME="$NETNS_INTERFACE" "$@" "$python" "${ddp_args[@]}" --rank 1 >/dev/null 2>&1 &
     local second=$!
     local status=0
-    ip netns exec "${netns_hosts[0]}" env GLOO_SOCKET_IFNAME="$NETNS_INTERFACE" "$@" "$python" "${ddp_args[@]}" --rank 0 || status=$?
+    "$netns_exec" "${netns_hosts[0]}" env GLOO_SOCKET_IFNAME="$NETNS_INTERFACE" "$@" "$python" "${ddp_args[@]}" --rank 0 || status=$?
     wait "$second" || status=$?
     return "$status"
   fi
