@@ -23,10 +23,11 @@ inside host 0:
                           sees one host oversubscribed)
   gloo-ring, gloo-hd      bench/gloo_bench --algorithm ring / halving-doubling
 
-kolo and Gloo run under kolorun --launcher-command 'ip netns exec {host}'
+kolo and Gloo run under kolorun --launcher-command 'bench/netns_exec.sh {host}'
 --network-interface nic0. Every rank is left unbound (kolorun --bind-to none,
 mpirun --bind-to none): the hosts share this machine's cores, and per-host
-binding would stack every host's first rank on the same core.
+binding would stack every host's first rank on the same core; with --cpus
+spread each host's processes run on a core of its own instead.
 
 Prints compare.py's busbw tables per link and layout, then each program's share
 of the link-rate bound: an allreduce of S bytes must move at least 2(H-1)/H x S
@@ -38,7 +39,6 @@ hosts-<op>-<link>-<layout>[-time].csv (with the bound as a column).
 
 import argparse
 import os
-import resource
 import shutil
 import sys
 import time
@@ -50,6 +50,7 @@ import netns_hosts  # noqa: E402
 DEFAULT_PROGRAMS = "kolo-tcp,kolo-api-tcp,kolo-hier,kolo-api-hier,mpi-tcp,gloo-ring"
 EXTRA_PROGRAMS = ["kolo-gloo", "gloo-hd"]
 AGENT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "netns_rsh_agent.sh")
+NETNS_EXEC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "netns_exec.sh")
 
 
 def parse_layouts(text):
@@ -113,7 +114,7 @@ def programs_for(wanted, tools, hosts, layout, args):
 
     def kolorun(binary, *flags):
         return hosts.exec_prefix(0) + [
-            tools.kolorun, "--launcher-command", "ip netns exec {host}", "-H", host_list, "--network-interface",
+            tools.kolorun, "--launcher-command", f"{NETNS_EXEC} {{host}}", "-H", host_list, "--network-interface",
             hosts.interface, "--bind-to", "none", "--no-tag-output", "--timeout", str(args.timeout), binary, *flags]
 
     # Open MPI spins while it waits unless it knows the node is oversubscribed, which
@@ -157,7 +158,8 @@ def programs_for(wanted, tools, hosts, layout, args):
         if base == "gloo-hd" and args.op != "allreduce":
             continue
         program = made[base]()
-        program.name, program.env = name, dict(program.env or {}, **settings)
+        # NETNS_*: where netns_exec.sh (kolorun's launcher, mpirun's agent) puts each host.
+        program.name, program.env = name, dict(hosts.environment(), **(program.env or {}), **settings)
         programs.append(program)
     return programs
 
@@ -198,7 +200,7 @@ def measure(args, links, layouts, wanted):
         for layout in layouts:
             label = f"{link_name(link)} {layout_name(layout)}"
             with netns_hosts.Hosts(layout[0], rate=link, burst=args.burst, latency=args.latency,
-                                   mtu=args.mtu) as hosts:
+                                   mtu=args.mtu, cpus=args.cpus) as hosts:
                 programs = programs_for(wanted, tools, hosts, layout, args)
                 names = [w for w in wanted if w in names or w in (p.name for p in programs)]
                 n = layout[0] * layout[1]
@@ -206,9 +208,9 @@ def measure(args, links, layouts, wanted):
                 for round_index, chunk, program in compare.interleaved(programs, args):
                     started = time.time()
                     before = hosts.all_counters()
-                    cpu = children_cpu_seconds()
+                    cpu = busy_cpu_seconds()
                     result = compare.run_one(program, n, chunk, args)
-                    cpu = children_cpu_seconds() - cpu
+                    cpu = busy_cpu_seconds() - cpu
                     wall = time.time() - started
                     moved = netns_hosts.counter_delta(before, hosts.all_counters())
                     left = hosts.kill_all()
@@ -221,7 +223,7 @@ def measure(args, links, layouts, wanted):
                                 "link": link_name(link), "layout": layout_name(layout),
                                 "burst": shaping["burst"] if shaping else None,
                                 "host_bytes_sent": [m["tx_bytes"] for m in moved],
-                                "cpu_seconds": cpu, "wall_seconds": wall, "result": result})
+                                "busy_cpu_seconds": cpu, "wall_seconds": wall, "result": result})
                     rows += rows_with_config(raw[-1], args.op)
                     if args.verbose:
                         print(f"# {program.name} {label} {chunk[0]}..{chunk[-1]} B in {time.time() - started:.1f} s; "
@@ -229,13 +231,16 @@ def measure(args, links, layouts, wanted):
     return rows, raw, names
 
 
-def children_cpu_seconds():
-    """User + system seconds of every finished descendant: the launcher, the ranks
-    it waited for (on any host, all on this machine) and the kernel's network work
-    done on their behalf (tick accounting charges softirq time to the task it
-    interrupts)."""
-    used = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return used.ru_utime + used.ru_stime
+def busy_cpu_seconds():
+    """Seconds this machine's CPUs spent on anything but idle and the user time of
+    niced processes (/proc/stat: user, system, irq, softirq, steal): the program's
+    ranks, launchers and the network work they cause, wherever it runs (Open MPI's
+    daemons leave the process tree, so the launcher's own accounting misses them),
+    and also whatever else runs at nice 0 or below at the same time."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    user, _nice, system, _idle, _iowait, irq, softirq, steal = fields[:8]
+    return (user + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
 
 
 def rows_with_config(run, op):
@@ -277,15 +282,15 @@ def print_bound_shares(table, names, args):
 def print_cores(raw, names):
     """How many of the machine's cores each program kept busy (its processes' CPU
     seconds over the launch's wall seconds) in the launches of the largest sizes."""
-    if not any("cpu_seconds" in run for run in raw):
+    if not any("busy_cpu_seconds" in run for run in raw):
         return
     largest = max(r["bytes"] for run in raw for r in run["result"]["results"])
     cores = {}
     for run in raw:
-        if "cpu_seconds" in run and any(r["bytes"] == largest for r in run["result"]["results"]):
+        if "busy_cpu_seconds" in run and any(r["bytes"] == largest for r in run["result"]["results"]):
             cores.setdefault(f"{run['link']}-{run['layout']}", {}).setdefault(run["program"], []).append(
-                run["cpu_seconds"] / run["wall_seconds"])
-    print(f"\n## cores kept busy (CPU seconds of all processes / wall seconds) in the launches up to {largest} B, "
+                run["busy_cpu_seconds"] / run["wall_seconds"])
+    print(f"\n## cores busy (the machine's busy CPU seconds, niced work aside, / wall seconds) in the launches up to {largest} B, "
           f"median of rounds; this machine has {os.cpu_count()}")
     print(f"{'config':>16} " + " ".join(f"{x:>13}" for x in names))
     for key, by_program in cores.items():
@@ -303,6 +308,8 @@ def main():
     ap.add_argument("--burst", help="tbf bucket (default: netns_hosts.default_burst, 1 ms at the rate)")
     ap.add_argument("--latency", default="50ms", help="tbf queue as a delay (50ms)")
     ap.add_argument("--mtu", type=int, help="the hosts' MTU (1500)")
+    ap.add_argument("--cpus", choices=["spread"], help="host i's processes on CPU i modulo the CPUs, as on "
+                                                      "machines of their own (default: every rank on every CPU)")
     ap.add_argument("--programs", default=DEFAULT_PROGRAMS,
                     help=f"({DEFAULT_PROGRAMS}); also kolo-gloo, gloo-hd; PROGRAM+NAME=VALUE runs PROGRAM "
                          "with that environment variable too, beside the others")
@@ -338,7 +345,7 @@ def main():
         except KeyboardInterrupt:
             sys.exit("compare_hosts.py: interrupted; the hosts are gone")
         meta = {"links": [link_name(x) for x in links], "layouts": [layout_name(x) for x in layouts],
-                "latency": args.latency, "mtu": args.mtu or 1500, "sizes": args.sizes}
+                "latency": args.latency, "mtu": args.mtu or 1500, "cpus": args.cpus, "sizes": args.sizes}
     if not rows:
         sys.exit("compare_hosts.py: no program produced results")
     table = compare.summarize(rows, args, key=key_of)

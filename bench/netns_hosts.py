@@ -19,9 +19,11 @@ sends) and on its bridge port (what the host receives). Byte counters come from
 As a module (Debian's /usr/bin/python3, standard library only):
 
     import netns_hosts
-    with netns_hosts.Hosts(3, rate="10gbit") as hosts:
-        server = hosts.popen(1, ["iperf3", "-s", "-1"])
-        hosts.run(0, ["iperf3", "-c", hosts.address(1)], check=True)
+    with netns_hosts.Hosts(3, rate="10gbit") as hosts:     # 3 hosts, 10 Gbit/s links
+        host_list = ",".join(f"{name}:1" for name in hosts.names)
+        hosts.run(0, ["build/tools/kolorun/kolorun", "--launcher-command", "ip netns exec {host}",
+                      "-H", host_list, "--network-interface", hosts.interface,
+                      "build/tools/kolo-bench/kolo-bench"], check=True)
         print(hosts.counters(1))      # {'rx_bytes': ..., 'tx_bytes': ..., ...}
 
 Leaving the `with` block (also through an exception, Ctrl-C, SIGTERM or SIGHUP)
