@@ -33,7 +33,7 @@ export KOLO_TEST_TIME_SCALE=${KOLO_TEST_TIME_SCALE:-4}
 # The communicator suite's mpi jobs run under mpirun too (Transports/CommunicatorSuite.<test>/mpi_3ranks).
 mpi_tests='(Mpi(Launch|Worker)|KolorunMpi)\..*|Transports/Communicator[A-Za-z]*\..*/mpi_[0-9]+ranks'
 # ctest names are Suite.Test (or Prefix/Suite.Test/Param for parameterized ones).
-tsan_suites='Fork|Settings|EngineBehaviour|EngineRoutes|EngineExpress|EngineExpressOps|EngineEager|MappingCache|ShareableMemory|ShmInPlace|CollectivesSweep|CollectiveErrors|ShmCommunicator|CommunicatorSuite|CommunicatorPeerFailures|CommunicatorAbort|NetworkSetup|Tcp[A-Za-z]*|HierarchicalCommunicator|StallInspector|Timeline|FlightRecorder|ProcessSets|Store[A-Za-z]*|Failure'
+tsan_suites='Fork|Settings|EngineBehaviour|EngineRoutes|EngineExpress|EngineExpressOps|EngineEager|MappingCache|ShareableMemory|ShmInPlace|InPlaceApi|CollectivesSweep|CollectiveErrors|ShmCommunicator|CommunicatorSuite|CommunicatorPeerFailures|CommunicatorAbort|NetworkSetup|Tcp[A-Za-z]*|HierarchicalCommunicator|StallInspector|Timeline|FlightRecorder|ProcessSets|Store[A-Za-z]*|Failure'
 
 build() {  # dir sanitizers
   local started=$SECONDS

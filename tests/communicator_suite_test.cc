@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <thread>
@@ -237,6 +238,42 @@ TEST_P(CommunicatorSuite, AllgathervGathervAndBroadcastFromEveryRoot) {
         ASSERT_TRUE(buffer == pattern_bytes(root, 9, base)) << "broadcast root=" << root << " base=" << base;
       }
       comm.barrier();
+    }
+  });
+}
+
+// The engine's negotiation step: blocks whose lengths only their senders know,
+// each beginning with its own length, from 4 bytes (rank 1 in round 0) to the
+// largest allowed (rank 0 in round 0), lengths changing from call to call.
+TEST_P(CommunicatorSuite, AllgatherSelfSizedGivesEveryRankEveryBlock) {
+  run_job(job(), [](Member& m) {
+    Communicator& comm = *m.comm;
+    const int n = comm.size(), me = comm.rank();
+    for (std::size_t max_block : {std::size_t{8}, std::size_t{300}, std::size_t{5000}, std::size_t{70001}}) {
+      for (int round = 0; round < 4; ++round) {
+        auto length_of = [&](int r) -> std::uint32_t {
+          if (round == 0 && r < 2) return r == 0 ? static_cast<std::uint32_t>(max_block) : 4;
+          return static_cast<std::uint32_t>(4 + (static_cast<std::size_t>(r) * 7919 + round * 104729) % (max_block - 3));
+        };
+        auto block_of = [&](int r) {
+          const std::uint32_t length = length_of(r);
+          Bytes block(sizeof length);
+          std::memcpy(block.data(), &length, sizeof length);
+          const Bytes body = pattern_bytes(r, round, length - sizeof length);
+          block.insert(block.end(), body.begin(), body.end());
+          return block;
+        };
+        Bytes send = block_of(me);
+        send.resize(max_block, 0xee);
+        Bytes recv(static_cast<std::size_t>(n) * max_block, 0xcd);
+        comm.allgather_self_sized(send.data(), recv.data(), max_block);
+        for (int r = 0; r < n; ++r) {
+          const Bytes want = block_of(r);
+          const auto got = recv.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(r) * max_block);
+          ASSERT_TRUE(std::equal(want.begin(), want.end(), got))
+              << "block of rank " << r << ", max_block " << max_block << ", round " << round;
+        }
+      }
     }
   });
 }

@@ -18,14 +18,9 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// Collectives per repeated cached allreduce of `floats` floats on 2 ranks, after
+// Collectives per repeated cached allreduce of `floats` floats, after
 // a first call that fills the cache; checks every result.
-double collectives_per_call(int rank, std::optional<std::size_t> eager_bytes, std::size_t floats,
-                            bool padding = false, bool tcp = false) {
-  CountedEngineOptions options;
-  options.eager_bytes = eager_bytes;
-  options.padding = padding;
-  options.tcp = tcp;
+double collectives_per_call(int rank, const CountedEngineOptions& options, std::size_t floats) {
   auto [engine, comm] = make_counted_engine(rank, options);
   std::vector<float> in(floats), out(floats);
   constexpr int kCalls = 40;
@@ -34,9 +29,20 @@ double collectives_per_call(int rank, std::optional<std::size_t> eager_bytes, st
     if (call == 0) before = comm->collectives();
     for (std::size_t i = 0; i < floats; ++i) in[i] = static_cast<float>((rank + 1) * (call + 2) + i);
     allreduce(*engine, "metric", in, out);
-    for (std::size_t i = 0; i < floats; ++i) EXPECT_EQ(out[i], 3.0f * (call + 2) + 2.0f * i) << "call " << call;
+    const int n = engine->size();  // sum of (rank + 1) * (call + 2) + i over the ranks
+    for (std::size_t i = 0; i < floats; ++i)
+      EXPECT_EQ(out[i], n * (n + 1) / 2.0f * (call + 2) + static_cast<float>(n) * i) << "call " << call;
   }
   return static_cast<double>(comm->collectives() - before) / kCalls;
+}
+
+double collectives_per_call(int rank, std::optional<std::size_t> eager_bytes, std::size_t floats,
+                            bool padding = false, bool tcp = false) {
+  CountedEngineOptions options;
+  options.eager_bytes = eager_bytes;
+  options.padding = padding;
+  options.tcp = tcp;
+  return collectives_per_call(rank, options, floats);
 }
 
 TEST(EngineEager, ASmallCachedAllreduceTakesOneCollective) {
@@ -83,6 +89,26 @@ TEST(EngineEager, OverTcpTheDefaultIs64KiB) {
     EXPECT_EQ(collectives_per_call(rank, std::nullopt, 16384, false, true), 1.0);
     EXPECT_EQ(collectives_per_call(rank, std::nullopt, 16385, false, true), 2.0);
   }, options);
+}
+
+// The hierarchical composition moves only the bytes each rank offers through
+// its host and across hosts, so it carries what its parts carry: shared
+// memory's 4 KiB with two ranks per host, TCP's 64 KiB with one.
+TEST(EngineEager, HierarchicallyTheDefaultIsWhatItsPartsCarry) {
+  // One job per engine: each joins the job's communicator afresh.
+  auto expect_per_call = [](HostShape hosts, std::size_t floats, double collectives) {
+    SpawnOptions options;
+    options.timeout = 60s;
+    run_ranks(hosts.ranks(), [&](int rank) {
+      CountedEngineOptions counted;
+      counted.hierarchical = hosts;
+      EXPECT_EQ(collectives_per_call(rank, counted, floats), collectives) << floats << " floats";
+    }, options);
+  };
+  expect_per_call({.per_host = 2, .hosts = 2}, 1024, 1.0);
+  expect_per_call({.per_host = 2, .hosts = 2}, 1025, 2.0);
+  expect_per_call({.per_host = 1, .hosts = 2}, 16384, 1.0);
+  expect_per_call({.per_host = 1, .hosts = 2}, 16385, 2.0);
 }
 
 TEST(EngineEager, WithoutItOrAboveItsSizeTheDataTakesASecondCollective) {

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <map>
@@ -22,6 +23,7 @@
 #include "bootstrap/topology.h"
 #include "harness/fake_hosts.h"
 #include "harness/multiprocess.h"
+#include "harness/shareable_files.h"
 #include "kolo/error.h"
 #include "kolo/kolo.h"
 #include "store/store.h"
@@ -163,6 +165,41 @@ TEST_F(HierarchicalCommunicator, PublicApiOnFakeHosts) {
     EXPECT_EQ(seed, 42);
     kolo::barrier();
     kolo::shutdown();
+  }, options());
+}
+
+// A host's last step of an allreduce, and of an allgatherv, gathers into the
+// output: where the call places that output in shareable memory, the host's shm
+// part gathers into its ranks' outputs in place (each rank then maps its host
+// peer's file); without a placement it copies through the slots.
+TEST_F(HierarchicalCommunicator, TheOutputsPlacementReachesTheHostsGather) {
+  testing::run_ranks(4, [](int rank) {
+    place_on_fake_host(rank, 2, 2);
+    auto m = join();
+    ASSERT_EQ(m.comm->name(), "hierarchical");
+    const std::int64_t count = 1 << 20;  // 4 MiB: past KOLO_SHM_MAPPED_BYTES
+    Buffer input = Buffer::shareable(DataType::Float32, Shape{count});
+    Buffer out = Buffer::shareable(DataType::Float32, Shape{count});
+    std::fill(input.as<float>(), input.as<float>() + count, static_cast<float>(rank + 1));
+    const std::size_t own = testing::mapped_shareable_files();
+    m.comm->allreduce(input.data(), out.data(), count, DataType::Float32, ReduceOp::Sum);
+    EXPECT_EQ(out.as<float>()[count - 1], 10.0f);
+    EXPECT_EQ(testing::mapped_shareable_files(), own);
+    std::fill(out.as<float>(), out.as<float>() + count, 0.0f);
+    m.comm->allreduce(input.data(), out.data(), count, DataType::Float32, ReduceOp::Sum,
+                      {input.memory(), out.memory()});
+    EXPECT_EQ(out.as<float>()[0], 10.0f);
+    EXPECT_EQ(out.as<float>()[count - 1], 10.0f);
+    EXPECT_EQ(testing::mapped_shareable_files(), own + 1) << "the host peer's output";
+
+    const std::vector<std::size_t> sizes(4, std::size_t{1} << 20);
+    const std::vector<std::uint8_t> mine(sizes[0], static_cast<std::uint8_t>(rank + 1));
+    Buffer gathered = Buffer::shareable(DataType::UInt8, Shape{std::int64_t{4} << 20});
+    const std::size_t before = testing::mapped_shareable_files();
+    m.comm->allgatherv(mine.data(), mine.size(), gathered.data(), sizes, {nullptr, gathered.memory()});
+    for (int r = 0; r < 4; ++r) EXPECT_EQ(gathered.as<std::uint8_t>()[(r + 1) * sizes[0] - 1], r + 1) << r;
+    EXPECT_EQ(testing::mapped_shareable_files(), before + 1) << "the host peer's gathered output";
+    m.comm->barrier();
   }, options());
 }
 

@@ -30,6 +30,7 @@
 
 #include "harness/job_processes.h"
 #include "harness/kolorun_process.h"
+#include "harness/temp_dir.h"
 #include "harness/time_bound.h"
 
 namespace {
@@ -86,17 +87,7 @@ std::vector<pid_t> read_pids(const fs::path& dir, const std::string& prefix) {
 
 class KolorunTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string pattern = (fs::temp_directory_path() / "kolorun_test.XXXXXX").string();
-    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
-    dir_ = pattern;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string path(const std::string& name) const { return temp_.file(name); }
 
   std::string write_script(const std::string& name, const std::string& body, mode_t mode = 0755) const {
     std::string file = path(name);
@@ -105,7 +96,8 @@ class KolorunTest : public ::testing::Test {
     return file;
   }
 
-  fs::path dir_;
+  kolo::testing::TempDir temp_{"kolorun_test"};
+  const fs::path dir_ = temp_.path();
 };
 
 // Expects kolorun's answer to bad input: one line starting "kolorun: ".
@@ -624,7 +616,22 @@ INSTANTIATE_TEST_SUITE_P(
                       BadInput{{"-np", "2", "--hostfile", "/nonexistent/hosts", "true"}, 2, "cannot read hostfile"},
                       BadInput{{"-np", "2", "kolo-no-such-program"}, 127, "command not found"},
                       BadInput{{"-np", "2", "/nonexistent/program"}, 127, "cannot run '/nonexistent/program'"},
-                      BadInput{{"-np", "2", "/tmp"}, 126, "is a directory"}));
+                      BadInput{{"-np", "2", "/tmp"}, 126, "is a directory"},
+                      BadInput{{"-np", "2", "--num-servers", "0", "true"}, 2,
+                               "--num-servers needs a positive whole number, got '0'"},
+                      BadInput{{"-np", "2", "--num-servers", "-1", "true"}, 2, "got '-1'"},
+                      BadInput{{"-np", "2", "--num-servers", "two", "true"}, 2, "got 'two'"},
+                      BadInput{{"-np", "2", "--num-servers"}, 2, "--num-servers needs a value"},
+                      BadInput{{"-np", "2", "--server-hosts", "localhost:1", "true"}, 2,
+                               "--server-hosts needs --num-servers"},
+                      BadInput{{"-np", "2", "--num-servers", "3", "--server-hosts", "localhost:2", "true"}, 2,
+                               "--num-servers 3 is more than the 2 slots given by --server-hosts"},
+                      BadInput{{"-np", "2", "--num-servers", "1", "--server-hosts", "localhost:x", "true"}, 2,
+                               "--server-hosts entry 'localhost:x' needs a positive slot count"},
+                      BadInput{{"-np", "2", "--num-servers", "1", "--server-hosts", "a,,b", "true"}, 2,
+                               "--server-hosts 'a,,b' has an empty entry"},
+                      BadInput{{"-np", "2", "--num-servers", "1", "--mpi", "true"}, 2,
+                               "cannot be used with --mpi"}));
 
 TEST_F(KolorunTest, NonExecutableProgramIsRefusedBeforeAnyRankStarts) {
   std::string script = write_script("not_executable.sh", "#!/bin/sh\necho ran\n", 0644);

@@ -1,6 +1,8 @@
 // Large Buffers reuse the mappings of released ones (memory/mapping_cache.h):
 // exact sizes only, the most recent first, within the limit (oldest unmapped
-// first), and a zero-filled Buffer is zero even on a reused mapping.
+// first), shareable and private ones apart, and a zero-filled Buffer is zero
+// even on a reused mapping.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 
@@ -10,6 +12,7 @@
 
 #include "kolo/types.h"
 #include "memory/mapping_cache.h"
+#include "memory/shareable_memory.h"
 
 namespace kolo::detail {
 namespace {
@@ -85,6 +88,30 @@ TEST(MappingCache, DestroyingTheCacheUnmapsWhatItKept) {
     cache.give(a, 2 * kMiB);
   }
   EXPECT_FALSE(mapped(a, 2 * kMiB));
+}
+
+// A shareable mapping comes back only as shareable, with its descriptor (which
+// the next Buffer's views carry), and a private one only as private.
+TEST(MappingCache, KeepsShareableAndPrivateMappingsApart) {
+  void* plain = map(2 * kMiB);
+  ShareableMemory* shared = map_shareable(2 * kMiB, 2 * kMiB);
+  ASSERT_NE(shared, nullptr);
+  const int fd = shared->fd;
+  {
+    MappingCache cache(16 * kMiB);
+    cache.give(plain, 2 * kMiB);
+    cache.give(shared);
+    EXPECT_EQ(cache.kept_bytes(), 4 * kMiB);
+    EXPECT_EQ(cache.take_shareable(4 * kMiB), nullptr);
+    EXPECT_EQ(cache.take_shareable(2 * kMiB), shared);
+    EXPECT_EQ(cache.take_shareable(2 * kMiB), nullptr);  // not the private one
+    EXPECT_EQ(cache.take(2 * kMiB), plain);
+    EXPECT_EQ(cache.take(2 * kMiB), nullptr);
+    cache.give(shared);
+    cache.give(plain, 2 * kMiB);
+  }
+  EXPECT_FALSE(mapped(plain, 2 * kMiB));
+  EXPECT_EQ(::fcntl(fd, F_GETFD), -1) << "the shareable mapping's file should have been closed";
 }
 
 TEST(MappingCache, ALargeBufferReusesTheLastOnesMemoryAndAZeroFilledOneIsZero) {

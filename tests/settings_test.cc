@@ -96,6 +96,23 @@ TEST(Settings, SettingsThatDifferAcrossRanksFailInitOnEveryRankAlike) {
   }, {.timeout = std::chrono::seconds(60)});
 }
 
+// A transport's message sizes must agree too: ranks that cut a collective into
+// other messages would fail it out of step, one of them naming a malformed frame.
+TEST(Settings, TransportSettingsThatDifferAcrossRanksFailInitAlike) {
+  run_ranks(2, [](int rank) {
+    setenv("KOLO_BACKEND", "tcp", 1);
+    setenv("KOLO_TCP_ROUND_BYTES", rank == 0 ? "4096" : "8192", 1);
+    expect_init_fails("tcp round bytes", {"KOLO_TCP_ROUND_BYTES is 4096 on rank 0; 8192 on rank 1"});
+    unsetenv("KOLO_TCP_ROUND_BYTES");
+    kolo::init();
+    std::vector<float> x(100000, 1.0f);
+    kolo::allreduce(make_tensor(x.data(), x.size()), {.op = ReduceOp::Sum, .name = "agreed"});
+    EXPECT_EQ(x.back(), 2.0f);
+    kolo::shutdown();
+    unsetenv("KOLO_BACKEND");
+  }, {.timeout = std::chrono::seconds(60)});
+}
+
 TEST(Settings, UnknownNamesGetAWarningWithTheClosestKnownName) {
   const char* environment[] = {"PATH=/usr/bin", "KOLO_FUSION_THRESOLD=1", "KOLO_RANK=0", "KOLO_TOTALLY_ELSE=1",
                                "KOLO_LOG_LEVEL=debug", "KOLO_TEST_TIME_SCALE=4", nullptr};

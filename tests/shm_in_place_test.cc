@@ -1,10 +1,12 @@
 // The shared-memory communicator's collectives in place of the ranks' buffers
-// (comm/shm/shm_in_place.h): large kolo::Buffers are shareable memfds,
-// peers map them through /proc, and the reduction reads and writes every rank's
-// buffers where they lie. On real processes: the same bits as the slot path,
-// and every way it cannot run (plain memory on one rank, a malformed table, a
-// rank not allowed to open its peers' files, a peer dying mid-call) ends on
-// every rank alike, in the slot path or an error, never in a hang or a crash.
+// (comm/shm/shm_in_place.h): large kolo::Buffers are shareable memfds whose
+// descriptors the calls carry, peers map them through /proc, and the reduction
+// reads and writes every rank's buffers where they lie. On real processes: the
+// same bits as the slot path, the path taken exactly when every rank's call
+// carries its buffers' placement, and every way it cannot run (plain memory on
+// one rank, a malformed table, a rank not allowed to open its peers' files, a
+// peer dying mid-call) ends on every rank alike, in the slot path or an error,
+// never in a hang or a crash.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
@@ -28,6 +30,7 @@
 #include "comm/shm/shm_in_place.h"
 #include "comm/shm/shm_segment.h"
 #include "harness/multiprocess.h"
+#include "harness/shareable_files.h"
 #include "kolo/error.h"
 #include "kolo/types.h"
 #include "memory/mapping_cache.h"
@@ -40,11 +43,11 @@ using namespace std::chrono_literals;
 
 constexpr std::size_t kMiB = std::size_t{1} << 20;
 
-bool is_shareable(const Buffer& b) { return detail::find_shareable(b.data(), b.nbytes()).has_value(); }
+bool is_shareable(const Buffer& b) { return detail::locate(b.memory(), b.data(), b.nbytes()).has_value(); }
 
 TEST(ShareableMemory, ShareableBuffersSayWhereTheyLie) {
   Buffer large = Buffer::shareable(DataType::Float32, Shape{std::int64_t{1} << 20});  // 4 MiB
-  const auto at = detail::find_shareable(large.as<std::byte>() + 128, 4096);
+  const auto at = detail::locate(large.memory(), large.as<std::byte>() + 128, 4096);
   ASSERT_TRUE(at.has_value());
   EXPECT_GE(at->fd, 0);
   EXPECT_EQ(at->offset, 128u);
@@ -52,14 +55,40 @@ TEST(ShareableMemory, ShareableBuffersSayWhereTheyLie) {
   EXPECT_NE(at->inode, 0u);
   EXPECT_EQ(large.as<float>()[12345], 0.0f);  // zero-filled
   // Past the end of the file: not one shareable range.
-  EXPECT_FALSE(detail::find_shareable(large.as<std::byte>() + 128, at->file_bytes).has_value());
+  EXPECT_FALSE(detail::locate(large.memory(), large.as<std::byte>() + 128, at->file_bytes).has_value());
   EXPECT_TRUE(is_shareable(Buffer::shareable(DataType::Float32, Shape{1000})));  // small ones too, when asked
   EXPECT_FALSE(is_shareable(Buffer(DataType::Float32, Shape{1000})));
   const Buffer original = Buffer::shareable(DataType::Float32, Shape{1000});
   const Buffer copy(original);  // a copy is an ordinary Buffer
   EXPECT_FALSE(is_shareable(copy));
   int on_stack = 0;
-  EXPECT_FALSE(detail::find_shareable(&on_stack, sizeof on_stack).has_value());
+  EXPECT_FALSE(detail::locate(large.memory(), &on_stack, sizeof on_stack).has_value());
+  EXPECT_FALSE(detail::locate(nullptr, &on_stack, sizeof on_stack).has_value());
+}
+
+// The memory travels with the Buffer and its views, never with a bare pointer.
+TEST(ShareableMemory, ABuffersViewsCarryItsMemoryAndBarePointersDoNot) {
+  Buffer shared = Buffer::shareable(DataType::Float32, Shape{1000});
+  const ShareableMemory* memory = shared.memory();
+  ASSERT_NE(memory, nullptr);
+  EXPECT_EQ(shared.view().memory, memory);
+  EXPECT_EQ(make_tensor(shared.as<float>(), 1000).memory, nullptr);
+  EXPECT_EQ((Tensor{shared.data(), DataType::Float32, Shape{1000}}.memory), nullptr);
+  Buffer moved = std::move(shared);  // the same memory, the same descriptor
+  EXPECT_EQ(moved.memory(), memory);
+  EXPECT_EQ(moved.view().memory, memory);
+  EXPECT_EQ(shared.memory(), nullptr);
+  EXPECT_EQ(shared.view().memory, nullptr);
+  EXPECT_EQ(Buffer(moved).memory(), nullptr);  // a copy is an ordinary Buffer
+  EXPECT_EQ(Buffer(DataType::Float32, Shape{1000}).view().memory, nullptr);
+  EXPECT_EQ(Buffer().view().memory, nullptr);
+  // A released Buffer's mapping, reused by the next of its size, brings its descriptor.
+  const void* data = moved.data();
+  moved = Buffer();
+  Buffer reused = Buffer::shareable(DataType::Float32, Shape{1000});
+  ASSERT_EQ(reused.data(), data);
+  EXPECT_EQ(reused.memory(), memory);
+  EXPECT_EQ(reused.as<float>()[999], 0.0f);
 }
 
 // KOLO_SHAREABLE_BUFFERS: 0 none, 1 every large Buffer, auto (default) the
@@ -84,18 +113,17 @@ TEST(ShareableMemory, WhichBuffersAreShareableFollowsThePolicy) {
   EXPECT_TRUE(is_shareable(Buffer::shareable(DataType::UInt8, large)));
 }
 
-TEST(ShareableMemory, UnmappingClosesTheFileAndForgetsTheRange) {
-  void* p = detail::map_shareable(4 * kMiB, 2 * kMiB);
-  ASSERT_NE(p, nullptr);
+TEST(ShareableMemory, UnmappingClosesTheFileAndUnmapsTheRange) {
+  ShareableMemory* memory = detail::map_shareable(4 * kMiB, 2 * kMiB);
+  ASSERT_NE(memory, nullptr);
+  std::byte* p = memory->base;
   EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % (2 * kMiB), 0u);
-  const auto at = detail::find_shareable(p, 4 * kMiB);
+  const auto at = detail::locate(memory, p, 4 * kMiB);
   ASSERT_TRUE(at.has_value());
   std::memset(p, 7, 4 * kMiB);  // writable, whole
-  EXPECT_TRUE(detail::unmap_shareable(p, 4 * kMiB));
+  detail::unmap_shareable(memory);
   EXPECT_EQ(::fcntl(at->fd, F_GETFD), -1);
-  EXPECT_FALSE(detail::find_shareable(p, 1).has_value());
-  int other = 0;
-  EXPECT_FALSE(detail::unmap_shareable(&other, sizeof other));
+  EXPECT_NE(::msync(p, 4 * kMiB, MS_ASYNC), 0);  // ENOMEM: nothing mapped there
 }
 
 // fork() keeps its meaning for Buffers: the child gets a copy, as of private
@@ -110,8 +138,13 @@ TEST(ShareableMemory, AForkedChildGetsItsOwnCopyOfEachBuffer) {
     std::memset(live.data(), 2, live.nbytes());
     Buffer reused = Buffer::shareable(DataType::UInt8, Shape{std::int64_t{4} << 20});
     std::memset(reused.data(), 3, reused.nbytes());
-    const bool private_now = !detail::find_shareable(live.data(), 1).has_value();
-    ::_exit(saw_parents && private_now ? 0 : 1);
+    // Here its views take it for plain memory.
+    const bool private_now = live.memory() != nullptr && !detail::locate(live.memory(), live.data(), 1).has_value();
+    // Released, that private memory is not handed out again as shareable.
+    live = Buffer();
+    const Buffer fresh = Buffer::shareable(DataType::UInt8, Shape{std::int64_t{3} << 20});
+    const bool fresh_shareable = detail::locate(fresh.memory(), fresh.data(), fresh.nbytes()).has_value();
+    ::_exit(saw_parents && private_now && fresh_shareable ? 0 : 1);
   }
   int status = 0;
   ASSERT_EQ(::waitpid(child, &status, 0), child);
@@ -120,16 +153,16 @@ TEST(ShareableMemory, AForkedChildGetsItsOwnCopyOfEachBuffer) {
   EXPECT_EQ(live.as<std::uint8_t>()[live.nbytes() - 1], 1);
   // The released Buffer's mapping, still kept by the parent's cache: the child's
   // writes went to memory of its own.
-  void* kept = detail::MappingCache::process().take(std::size_t{4} << 20, true);
+  ShareableMemory* kept = detail::MappingCache::process().take_shareable(std::size_t{4} << 20);
   ASSERT_NE(kept, nullptr);
-  EXPECT_NE(static_cast<std::uint8_t*>(kept)[0], 3);
-  detail::MappingCache::process().give(kept, std::size_t{4} << 20);
-  EXPECT_TRUE(detail::find_shareable(live.data(), live.nbytes()).has_value());
+  EXPECT_NE(static_cast<std::uint8_t>(kept->base[0]), 3);
+  detail::MappingCache::process().give(kept);
+  EXPECT_TRUE(detail::locate(live.memory(), live.data(), live.nbytes()).has_value());
 }
 
 // Where a shareable Buffer lies (it must be shareable).
 detail::ShareableLocation location_of(const Buffer& b) {
-  const auto at = detail::find_shareable(b.data(), b.nbytes());
+  const auto at = detail::locate(b.memory(), b.data(), b.nbytes());
   EXPECT_TRUE(at.has_value());
   return at.value_or(detail::ShareableLocation{});
 }
@@ -232,8 +265,9 @@ void fill(Buffer& b, int rank) {
 // One rank's side of the in-place allreduce, with its own exchange and scratch.
 struct InPlace {
   explicit InPlace(int size) : exchange(size), srcs(static_cast<std::size_t>(size)) {}
-  bool allreduce(ShmChannel& channel, const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op) {
-    return allreduce_in_place(channel, exchange, send, recv, count, dtype, op, srcs);
+  bool allreduce(ShmChannel& channel, const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
+                 Placement placement) {
+    return allreduce_in_place(channel, exchange, send, recv, count, dtype, op, placement, srcs);
   }
   BufferExchange exchange;
   std::vector<const void*> srcs;
@@ -245,7 +279,7 @@ void publish_by_hand(ShmChannel& channel, const Buffer& data, std::uint64_t offs
   BufferExchange::Published mine{};
   mine.pid = static_cast<std::int32_t>(::getpid());
   mine.usable = 1;
-  const auto at = detail::find_shareable(data.data(), data.nbytes());
+  const auto at = detail::locate(data.memory(), data.data(), data.nbytes());
   ASSERT_TRUE(at.has_value());
   mine.send = {at->fd, 0, at->inode, at->file_bytes, offset};
   mine.recv = mine.send;
@@ -288,12 +322,16 @@ TEST(ShmInPlace, AllreduceGivesTheSlotPathsBitsInAndOutOfPlace) {
       fill(input, rank);
       const Buffer expected = slot_allreduce(channel, input, c.op);
       Buffer out = Buffer::shareable(c.dtype, Shape{c.count});
-      ASSERT_TRUE(mapped.allreduce(channel, input.data(), out.data(), static_cast<std::size_t>(c.count), c.dtype, c.op));
+      const auto count = static_cast<std::size_t>(c.count);
+      ASSERT_TRUE(mapped.allreduce(channel, input.data(), out.data(), count, c.dtype, c.op,
+                                   {input.memory(), out.memory()}));
       EXPECT_TRUE(same_bytes(out, expected)) << to_string(c.dtype) << " out of place, rank " << rank;
       Buffer again = out;  // the input unchanged: a second call gives the same (cached mappings)
-      ASSERT_TRUE(mapped.allreduce(channel, input.data(), out.data(), static_cast<std::size_t>(c.count), c.dtype, c.op));
+      ASSERT_TRUE(mapped.allreduce(channel, input.data(), out.data(), count, c.dtype, c.op,
+                                   {input.memory(), out.memory()}));
       EXPECT_TRUE(same_bytes(out, again));
-      ASSERT_TRUE(mapped.allreduce(channel, input.data(), input.data(), static_cast<std::size_t>(c.count), c.dtype, c.op));
+      ASSERT_TRUE(mapped.allreduce(channel, input.data(), input.data(), count, c.dtype, c.op,
+                                   {input.memory(), input.memory()}));
       EXPECT_TRUE(same_bytes(input, expected)) << to_string(c.dtype) << " in place, rank " << rank;
     }
   });
@@ -307,7 +345,8 @@ TEST(ShmInPlace, AllreduceOfAPieceOfABufferAtAnOffsetStaysThere) {
     const std::size_t offset = rank == 0 ? 1000 : 300017, count = 500000;
     float* data = big.as<float>() + offset;
     for (std::size_t i = 0; i < count; ++i) data[i] = static_cast<float>(i % 97) + static_cast<float>(rank);
-    ASSERT_TRUE(mapped.allreduce(channel, data, data, count, DataType::Float32, ReduceOp::Sum));
+    ASSERT_TRUE(mapped.allreduce(channel, data, data, count, DataType::Float32, ReduceOp::Sum,
+                                 {big.memory(), big.memory()}));
     for (std::size_t i = 0; i < count; ++i) ASSERT_EQ(data[i], 2.0f * static_cast<float>(i % 97) + 1.0f) << i;
     EXPECT_EQ(big.as<float>()[offset - 1], 0.0f);  // nothing outside the range is touched
     EXPECT_EQ(big.as<float>()[offset + count], 0.0f);
@@ -322,13 +361,42 @@ TEST(ShmInPlace, PlainMemoryOnOneRankTurnsEveryRankToTheSlotPath) {
     Buffer shareable = Buffer::shareable(DataType::Float32, Shape{static_cast<std::int64_t>(count)});
     std::vector<float> plain(count, 1.0f);
     float* data = rank == 1 ? plain.data() : shareable.as<float>();
+    const ShareableMemory* memory = rank == 1 ? nullptr : shareable.memory();
     std::fill(data, data + count, 1.0f);
-    EXPECT_FALSE(mapped.allreduce(channel, data, data, count, DataType::Float32, ReduceOp::Sum));
+    EXPECT_FALSE(mapped.allreduce(channel, data, data, count, DataType::Float32, ReduceOp::Sum, {memory, memory}));
     EXPECT_EQ(data[count / 2], 1.0f);  // untouched
     // Overlapping other than exactly: refused too.
     EXPECT_FALSE(mapped.allreduce(channel, shareable.as<float>(), shareable.as<float>() + 16, count - 16,
-                            DataType::Float32, ReduceOp::Sum));
+                                  DataType::Float32, ReduceOp::Sum, {shareable.memory(), shareable.memory()}));
     barrier(channel);  // still in step
+  });
+}
+
+// The path follows what the call carries, not where the memory is: the same
+// shareable Buffers without their placement, with only one buffer's, or with
+// memory that does not hold the buffer, take the slot path on every rank.
+TEST(ShmInPlace, OnlyACallThatCarriesItsBuffersPlacementWorksInPlace) {
+  run_job(2, [](int rank) {
+    ShmChannel channel = join_channel(rank, 2);
+    InPlace mapped(2);
+    const std::int64_t count = 1 << 20;
+    Buffer input = Buffer::shareable(DataType::Float32, Shape{count});
+    Buffer out = Buffer::shareable(DataType::Float32, Shape{count});
+    const Buffer other = Buffer::shareable(DataType::Float32, Shape{count});
+    std::fill(input.as<float>(), input.as<float>() + count, 1.0f + static_cast<float>(rank));
+    auto call = [&](Placement placement) {
+      return mapped.allreduce(channel, input.data(), out.data(), count, DataType::Float32, ReduceOp::Sum, placement);
+    };
+    EXPECT_FALSE(call({}));
+    EXPECT_FALSE(call({input.memory(), nullptr}));
+    EXPECT_FALSE(call({nullptr, out.memory()}));
+    EXPECT_FALSE(call({input.memory(), other.memory()}));
+    EXPECT_FALSE(call(rank == 0 ? Placement{input.memory(), out.memory()} : Placement{}));  // one rank's is not enough
+    EXPECT_EQ(out.as<float>()[count - 1], 0.0f);  // nothing written
+    EXPECT_TRUE(call({input.memory(), out.memory()}));
+    EXPECT_EQ(out.as<float>()[0], 3.0f);
+    EXPECT_EQ(out.as<float>()[count - 1], 3.0f);
+    barrier(channel);
   });
 }
 
@@ -339,10 +407,11 @@ TEST(ShmInPlace, AMalformedTableIsRefusedByEveryRank) {
     Buffer data = Buffer::shareable(DataType::Float32, Shape{static_cast<std::int64_t>(count)});
     if (rank == 0) {
       InPlace mapped(2);
-      EXPECT_FALSE(mapped.allreduce(channel, data.data(), data.data(), count, DataType::Float32, ReduceOp::Sum));
+      EXPECT_FALSE(mapped.allreduce(channel, data.data(), data.data(), count, DataType::Float32, ReduceOp::Sum,
+                                    {data.memory(), data.memory()}));
     } else {
       // What a broken peer might publish: a buffer said to lie past its file's end.
-      publish_by_hand(channel, data, detail::find_shareable(data.data(), 1)->file_bytes - 64);
+      publish_by_hand(channel, data, detail::locate(data.memory(), data.data(), 1)->file_bytes - 64);
     }
     barrier(channel);
   });
@@ -359,8 +428,12 @@ TEST(ShmInPlace, ARankNotAllowedToOpenItsPeersFilesTurnsEveryRankToTheSlotPath) 
     const std::size_t count = 1 << 20;
     Buffer data = Buffer::shareable(DataType::Float32, Shape{static_cast<std::int64_t>(count)});
     std::fill(data.as<float>(), data.as<float>() + count, 2.0f);
-    EXPECT_FALSE(mapped.allreduce(channel, data.data(), data.data(), count, DataType::Float32, ReduceOp::Sum));
-    EXPECT_FALSE(mapped.allreduce(channel, data.data(), data.data(), count, DataType::Float32, ReduceOp::Sum));
+    const Placement placement{data.memory(), data.memory()};
+    const auto call = [&] {
+      return mapped.allreduce(channel, data.data(), data.data(), count, DataType::Float32, ReduceOp::Sum, placement);
+    };
+    EXPECT_FALSE(call());
+    EXPECT_FALSE(call());
     EXPECT_EQ(data.as<float>()[count - 1], 2.0f);
     const Buffer summed = slot_allreduce(channel, data, ReduceOp::Sum);
     EXPECT_EQ(summed.as<float>()[count - 1], 4.0f);
@@ -379,7 +452,8 @@ TEST(ShmInPlace, APeerThatDiesMidCallFailsTheCallInsteadOfHanging) {
     }
     InPlace mapped(2);
     const auto start = std::chrono::steady_clock::now();
-    EXPECT_THROW(mapped.allreduce(channel, data.data(), data.data(), count, DataType::Float32, ReduceOp::Sum),
+    EXPECT_THROW(mapped.allreduce(channel, data.data(), data.data(), count, DataType::Float32, ReduceOp::Sum,
+                                  {data.memory(), data.memory()}),
                  PeerFailureError);
     EXPECT_LT(std::chrono::steady_clock::now() - start, 20s);
   });
@@ -407,12 +481,12 @@ TEST(ShmInPlace, AllgatherWritesEveryBlockIntoEveryOutputInAndOutOfPlace) {
     }
     const auto mine = block_of(rank, sizes[rank]);  // plain memory: only outputs need be shareable
     Buffer out = Buffer::shareable(DataType::UInt8, Shape{static_cast<std::int64_t>(total)});
-    ASSERT_TRUE(allgather_in_place(channel, exchange, mine.data(), out.as<std::byte>(), sizes));
+    ASSERT_TRUE(allgather_in_place(channel, exchange, mine.data(), out.as<std::byte>(), sizes, out.memory()));
     EXPECT_EQ(std::memcmp(out.data(), expected.data(), total), 0) << "rank " << rank;
     Buffer in_place = Buffer::shareable(DataType::UInt8, Shape{static_cast<std::int64_t>(total)});
     if (!mine.empty()) std::memcpy(in_place.as<std::byte>() + offsets[rank], mine.data(), mine.size());
     ASSERT_TRUE(allgather_in_place(channel, exchange, in_place.as<std::byte>() + offsets[rank],
-                                   in_place.as<std::byte>(), sizes));
+                                   in_place.as<std::byte>(), sizes, in_place.memory()));
     EXPECT_EQ(std::memcmp(in_place.data(), expected.data(), total), 0) << "rank " << rank << ", in place";
   });
 }
@@ -426,11 +500,12 @@ TEST(ShmInPlace, AllgatherIntoPlainMemoryOnOneRankTakesTheSlotPath) {
     Buffer shareable = Buffer::shareable(DataType::UInt8, Shape{std::int64_t{2} << 20});
     std::vector<std::byte> plain(std::size_t{2} << 20);
     std::byte* out = rank == 0 ? plain.data() : shareable.as<std::byte>();
-    EXPECT_FALSE(allgather_in_place(channel, exchange, mine.data(), out, sizes));
+    EXPECT_FALSE(allgather_in_place(channel, exchange, mine.data(), out, sizes,
+                                    rank == 0 ? nullptr : shareable.memory()));
     EXPECT_EQ(out[(std::size_t{3} << 19)], std::byte{0});  // nothing written
     // A send block inside the output, but not at this rank's place: refused.
     EXPECT_FALSE(allgather_in_place(channel, exchange, shareable.as<std::byte>() + 64, shareable.as<std::byte>(),
-                                    sizes));
+                                    sizes, shareable.memory()));
     barrier(channel);
   });
 }
@@ -455,9 +530,11 @@ TEST(ShmInPlace, TheCommunicatorTakesItForLargeBuffersAndAgreesWithSlots) {
         Buffer expected(DataType::Float32, Shape{count});
         Buffer out = Buffer::shareable(DataType::Float32, Shape{count});
         slots->allreduce(input.data(), expected.data(), count, DataType::Float32, ReduceOp::Sum);
-        comm->allreduce(input.data(), out.data(), count, DataType::Float32, ReduceOp::Sum);
+        comm->allreduce(input.data(), out.data(), count, DataType::Float32, ReduceOp::Sum,
+                        {input.memory(), out.memory()});
         EXPECT_TRUE(same_bytes(out, expected));
-        const Region one{input.data(), input.data(), static_cast<std::size_t>(count)};
+        const Region one{input.data(), input.data(), static_cast<std::size_t>(count),
+                         {input.memory(), input.memory()}};
         comm->allreduce_regions({&one, 1}, DataType::Float32, ReduceOp::Sum);
         EXPECT_TRUE(same_bytes(input, expected));
         // allgatherv into a Buffer, against the slot path's.
@@ -466,10 +543,44 @@ TEST(ShmInPlace, TheCommunicatorTakesItForLargeBuffersAndAgreesWithSlots) {
         Buffer gathered = Buffer::shareable(DataType::UInt8, Shape{static_cast<std::int64_t>(sizes[0] + sizes[1])});
         Buffer reference(DataType::UInt8, gathered.shape());
         slots->allgatherv(mine.data(), mine.size(), reference.data(), sizes);
-        comm->allgatherv(mine.data(), mine.size(), gathered.data(), sizes);
+        comm->allgatherv(mine.data(), mine.size(), gathered.data(), sizes, {nullptr, gathered.memory()});
         EXPECT_TRUE(same_bytes(gathered, reference));
       },
       options);
+}
+
+// Which path the communicator took, seen from outside: working in place, a
+// rank maps its peer's files (and keeps them mapped); through the slots it maps
+// nothing. Bare pointers into shareable Buffers are plain memory to it.
+TEST(ShmInPlace, TheCommunicatorWorksInPlaceExactlyWhenTheCallCarriesThePlacement) {
+  run_job(2, [](int rank) {
+    ::setenv("KOLO_SHM_MAPPED_BYTES", "1048576", 1);
+    auto comm = make_shm_communicator(rank, 2, std::getenv("KOLO_JOB_ID"), {});
+    const std::int64_t count = 3 << 18;
+    Buffer input = Buffer::shareable(DataType::Float32, Shape{count});
+    Buffer out = Buffer::shareable(DataType::Float32, Shape{count});
+    const std::vector<std::size_t> sizes = {3 << 19, 3 << 19};
+    const auto mine = block_of(rank, sizes[rank]);
+    Buffer gathered = Buffer::shareable(DataType::UInt8, Shape{static_cast<std::int64_t>(sizes[0] + sizes[1])});
+    std::fill(input.as<float>(), input.as<float>() + count, 1.0f + static_cast<float>(rank));
+    const std::size_t own = testing::mapped_shareable_files();
+    ASSERT_GE(own, 3u);
+
+    comm->allreduce(input.data(), out.data(), count, DataType::Float32, ReduceOp::Sum);
+    EXPECT_EQ(out.as<float>()[count - 1], 3.0f);
+    comm->allgatherv(mine.data(), mine.size(), gathered.data(), sizes);
+    EXPECT_EQ(std::memcmp(gathered.as<std::byte>() + sizes[0], block_of(1, sizes[1]).data(), sizes[1]), 0);
+    EXPECT_EQ(testing::mapped_shareable_files(), own) << "bare pointers took the in-place path";
+
+    std::fill(out.as<float>(), out.as<float>() + count, 0.0f);
+    comm->allreduce(input.data(), out.data(), count, DataType::Float32, ReduceOp::Sum, {input.memory(), out.memory()});
+    EXPECT_EQ(out.as<float>()[count - 1], 3.0f);
+    EXPECT_EQ(testing::mapped_shareable_files(), own + 2) << "the peer's input and output";
+    std::memset(gathered.data(), 0, gathered.nbytes());
+    comm->allgatherv(mine.data(), mine.size(), gathered.data(), sizes, {nullptr, gathered.memory()});
+    EXPECT_EQ(std::memcmp(gathered.as<std::byte>() + sizes[0], block_of(1, sizes[1]).data(), sizes[1]), 0);
+    EXPECT_EQ(testing::mapped_shareable_files(), own + 3) << "and the peer's gathered output";
+  });
 }
 
 TEST(ShmInPlace, ANegativeThresholdIsRefused) {

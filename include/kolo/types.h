@@ -70,12 +70,22 @@ using Shape = std::vector<std::int64_t>;
 std::int64_t num_elements(const Shape& shape);
 std::string to_string(const Shape& shape);
 
+// Memory that the other processes of this host can map: a shareable Buffer's
+// (Buffer::shareable below). Opaque; only Buffers make it.
+struct ShareableMemory;
+
 // A view of contiguous host memory: kolo never owns or frees `data`. The memory
 // must stay valid until the operation that uses it has completed.
 struct Tensor {
   void* data = nullptr;
   DataType dtype = DataType::Float32;
   Shape shape;
+  // The shareable memory `data` lies in (Buffer::view() and Buffer::memory()
+  // give it), or null. A view of part of a shareable Buffer may keep its Buffer's
+  // memory, since `data` is found inside it. Only views whose memory holds their
+  // data are worked on in place of the ranks' memory (see Buffer); for any
+  // other, kolo copies, whatever memory `data` points to.
+  const ShareableMemory* memory = nullptr;
 
   std::int64_t numel() const { return num_elements(shape); }
   std::size_t nbytes() const { return static_cast<std::size_t>(numel()) * element_size(dtype); }
@@ -90,6 +100,7 @@ namespace detail {
 struct BufferRelease {
   std::size_t bytes = 0;
   bool mapped = false;  // a mapping of its own (large or shareable), else new[]
+  ShareableMemory* memory = nullptr;  // the mapping's, when it is shareable
   void operator()(std::byte* p) const noexcept;
 };
 }  // namespace detail
@@ -104,11 +115,13 @@ struct BufferRelease {
 //
 // A shareable Buffer is memory the other ranks of this host can map, as
 // MPI_Alloc_mem's or NCCL's registered buffers: an allreduce of 1 MiB or more
-// over shareable Buffers on every rank, and an allgather into shareable
-// outputs, work in place of them on the shared-memory transport instead of
-// copying through kolo's segment (about 2x faster at 16 MiB). Large Buffers are
-// shareable by default where the kernel gives shared memory huge pages
-// (KOLO_SHAREABLE_BUFFERS says more; a forked child gets private copies).
+// whose input and output are views of shareable Buffers on every rank (views
+// that carry the Buffer's memory: view(), or a Tensor given memory()), and an
+// allgather into shareable outputs, work in place of them on the shared-memory
+// transport instead of copying through kolo's segment (about 2x faster at 16
+// MiB). Large Buffers are shareable by default where the kernel gives shared
+// memory huge pages (KOLO_SHAREABLE_BUFFERS says more; a forked child gets
+// private copies, which its views then treat as plain memory).
 class Buffer {
  public:
   // No memory: uint8 of shape [0]. A moved-from Buffer is left so.
@@ -132,7 +145,12 @@ class Buffer {
   void* data() { return bytes_.get(); }
   const void* data() const { return bytes_.get(); }
   std::size_t nbytes() const { return bytes_.get_deleter().bytes; }
-  Tensor view() { return Tensor{bytes_.get(), dtype_, shape_}; }
+  // The whole Buffer, carrying its shareable memory when it has some.
+  Tensor view() { return Tensor{bytes_.get(), dtype_, shape_, memory()}; }
+  // The shareable memory the Buffer lies in; null for an ordinary Buffer. The
+  // same while the Buffer lives, also after a move; views of a part of the
+  // Buffer may carry it.
+  const ShareableMemory* memory() const { return bytes_.get_deleter().memory; }
 
   template <typename T>
   T* as() { return reinterpret_cast<T*>(bytes_.get()); }

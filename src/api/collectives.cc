@@ -76,26 +76,35 @@ Handle submit(std::span<Entry> entries, const ProcessSet& set, Waiter waiter) {
   return Handle(state);
 }
 
-Handle submit(Request request, const void* input, void* output, const ProcessSet& set,
+Handle submit(Request request, const void* input, void* output, comm::Placement placement, const ProcessSet& set,
               Waiter waiter = Waiter::Handle) {
   auto state = new_state(request.name, 1, waiter);
   Entry entry{std::move(request), input, output, std::move(state)};
+  entry.placement = placement;
   return submit({&entry, 1}, set, waiter);
 }
 
 // A blocking allgather, broadcast, alltoall or reducescatter: the engine's express
 // path when it applies (the operation cached, nothing else pending), else
 // submitted as usual. The Handle is complete, or about to be waited on.
-Handle run_blocking(Request request, const void* input, void* output, const ProcessSet& set) {
+Handle run_blocking(Request request, const void* input, void* output, comm::Placement placement,
+                    const ProcessSet& set) {
   auto engine = runtime::engine(set);
   auto state = new_state(request.name, 1, Waiter::Caller);
   Entry entry{std::move(request), input, output, state};
+  entry.placement = placement;
   switch (engine->express(entry)) {
     case engine::Engine::Express::Done:
     case engine::Engine::Express::Pending: state->engine = engine; return Handle(std::move(state));
     case engine::Engine::Express::NotApplicable: break;
   }
   return submit({&entry, 1}, set, Waiter::Caller);
+}
+
+// The shareable memory of an operation's input and, where the caller gives it,
+// output (the others' outputs are Buffers the executor allocates).
+comm::Placement placement_of(const Tensor& input, const Tensor* output = nullptr) {
+  return {input.memory, output ? output->memory : nullptr};
 }
 
 void check_reduction(const AllreduceOptions& o, const std::string& name) {
@@ -141,14 +150,15 @@ Handle detail::start_allreduce(const Tensor& input, const Tensor& output, const 
   check_allreduce(input, output, options, name);
   auto engine = runtime::engine(options.process_set);
   std::shared_ptr<detail::OpState> pending;
-  const engine::AllreduceCall call{name,       input.data,         output.data,      input.dtype,
-                                   input.shape, options.op, options.prescale, options.postscale};
+  const engine::AllreduceCall call{name,        input.data, output.data,      input.dtype,
+                                   input.shape, options.op, options.prescale, options.postscale,
+                                   placement_of(input, &output)};
   switch (engine->express(call, pending)) {
     case engine::Engine::Express::Done: return Handle();
     case engine::Engine::Express::Pending: pending->engine = engine; return Handle(std::move(pending));
     case engine::Engine::Express::NotApplicable: break;
   }
-  return submit(call.request(), input.data, output.data, options.process_set, Waiter::Caller);
+  return submit(call.request(), input.data, output.data, call.placement, options.process_set, Waiter::Caller);
 }
 
 namespace {
@@ -166,7 +176,8 @@ Handle allreduce_async(const Tensor& tensor, const AllreduceOptions& options, Lo
 Handle allreduce_async(const Tensor& input, const Tensor& output, const AllreduceOptions& options, Location where) {
   auto name = name_for(options.name, "allreduce", where);
   check_allreduce(input, output, options, name);
-  return submit(allreduce_request(std::move(name), input, options), input.data, output.data, options.process_set);
+  return submit(allreduce_request(std::move(name), input, options), input.data, output.data,
+                placement_of(input, &output), options.process_set);
 }
 
 void allreduce(const Tensor& tensor, const AllreduceOptions& options, Location where) {
@@ -193,6 +204,7 @@ Handle start_grouped_allreduce(std::span<const Tensor> tensors, const AllreduceO
     r.group = group;
     r.group_size = static_cast<std::int32_t>(tensors.size());
     entries.push_back(Entry{std::move(r), tensors[i].data, tensors[i].data, state});
+    entries.back().placement = placement_of(tensors[i], &tensors[i]);
   }
   return submit(entries, options.process_set, waiter);
 }
@@ -247,11 +259,13 @@ Request reducescatter_request(const Tensor& input, ReduceOp op, const Collective
 }  // namespace
 
 Handle allgather_async(const Tensor& input, const CollectiveOptions& options, Location where) {
-  return submit(allgather_request(input, options, where), input.data, nullptr, options.process_set);
+  return submit(allgather_request(input, options, where), input.data, nullptr, placement_of(input),
+                options.process_set);
 }
 
 Handle detail::start_allgather(const Tensor& input, const CollectiveOptions& options, const Location& where) {
-  return run_blocking(allgather_request(input, options, where), input.data, nullptr, options.process_set);
+  return run_blocking(allgather_request(input, options, where), input.data, nullptr, placement_of(input),
+                      options.process_set);
 }
 
 Buffer allgather(const Tensor& input, const CollectiveOptions& options, Location where) {
@@ -259,12 +273,14 @@ Buffer allgather(const Tensor& input, const CollectiveOptions& options, Location
 }
 
 Handle broadcast_async(const Tensor& tensor, int root, const CollectiveOptions& options, Location where) {
-  return submit(broadcast_request(tensor, root, options, where), tensor.data, tensor.data, options.process_set);
+  return submit(broadcast_request(tensor, root, options, where), tensor.data, tensor.data,
+                placement_of(tensor, &tensor), options.process_set);
 }
 
 Handle detail::start_broadcast(const Tensor& tensor, int root, const CollectiveOptions& options,
                                const Location& where) {
-  return run_blocking(broadcast_request(tensor, root, options, where), tensor.data, tensor.data, options.process_set);
+  return run_blocking(broadcast_request(tensor, root, options, where), tensor.data, tensor.data,
+                      placement_of(tensor, &tensor), options.process_set);
 }
 
 void broadcast(const Tensor& tensor, int root, const CollectiveOptions& options, Location where) {
@@ -274,13 +290,13 @@ void broadcast(const Tensor& tensor, int root, const CollectiveOptions& options,
 Handle alltoall_async(const Tensor& input, std::vector<std::int64_t> splits, const CollectiveOptions& options,
                       Location where) {
   return submit(alltoall_request(input, std::move(splits), options, where), input.data, nullptr,
-                options.process_set);
+                placement_of(input), options.process_set);
 }
 
 Handle detail::start_alltoall(const Tensor& input, std::vector<std::int64_t> splits, const CollectiveOptions& options,
                               const Location& where) {
   return run_blocking(alltoall_request(input, std::move(splits), options, where), input.data, nullptr,
-                      options.process_set);
+                      placement_of(input), options.process_set);
 }
 
 Buffer alltoall(const Tensor& input, std::vector<std::int64_t> splits, const CollectiveOptions& options,
@@ -289,12 +305,14 @@ Buffer alltoall(const Tensor& input, std::vector<std::int64_t> splits, const Col
 }
 
 Handle reducescatter_async(const Tensor& input, ReduceOp op, const CollectiveOptions& options, Location where) {
-  return submit(reducescatter_request(input, op, options, where), input.data, nullptr, options.process_set);
+  return submit(reducescatter_request(input, op, options, where), input.data, nullptr, placement_of(input),
+                options.process_set);
 }
 
 Handle detail::start_reducescatter(const Tensor& input, ReduceOp op, const CollectiveOptions& options,
                                    const Location& where) {
-  return run_blocking(reducescatter_request(input, op, options, where), input.data, nullptr, options.process_set);
+  return run_blocking(reducescatter_request(input, op, options, where), input.data, nullptr, placement_of(input),
+                      options.process_set);
 }
 
 Buffer reducescatter(const Tensor& input, ReduceOp op, const CollectiveOptions& options, Location where) {
@@ -305,7 +323,7 @@ Handle detail::start_barrier(const CollectiveOptions& options, const Location& w
   Request r;
   r.name = name_for(options.name, "barrier", where);
   r.op = OpType::Barrier;
-  return submit(std::move(r), nullptr, nullptr, options.process_set, Waiter::Caller);
+  return submit(std::move(r), nullptr, nullptr, {}, options.process_set, Waiter::Caller);
 }
 
 void barrier(const CollectiveOptions& options, Location where) { detail::start_barrier(options, where).wait(); }
@@ -314,7 +332,7 @@ Handle detail::start_join() {
   Request r;
   r.name = "kolo.join";
   r.op = OpType::Join;
-  return submit(std::move(r), nullptr, nullptr, global_process_set, Waiter::Caller);
+  return submit(std::move(r), nullptr, nullptr, {}, global_process_set, Waiter::Caller);
 }
 
 int join() { return detail::start_join().last_joined_rank(); }

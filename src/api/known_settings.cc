@@ -67,6 +67,8 @@ const std::vector<std::string_view>& known_settings() {
       "KOLO_SHM_SLOT_BYTES", "KOLO_SHM_SMALL_BYTES", "KOLO_SHM_MAPPED_BYTES", "KOLO_SHM_FIRST_STEP",
       "KOLO_TCP_SMALL_BYTES", "KOLO_TCP_ROUND_BYTES", "KOLO_TCP_SPIN_US", "KOLO_GLOO_SMALL_BYTES",
       "KOLO_GLOO_ROUND_BYTES", "KOLO_MPI_SMALL_BYTES", "KOLO_MPI_SPIN_US", "KOLO_MPI_POLL_US",
+      // Parameter servers.
+      "KOLO_NUM_SERVERS", "KOLO_PS_PARTITION_BYTES", "KOLO_SERVER_RANK",
   };
   return names;
 }

@@ -7,6 +7,7 @@
 #include "comm/gloo/gloo_communicator.h"
 #include "comm/hierarchical/hierarchical_communicator.h"
 #include "comm/mpi/mpi_communicator.h"
+#include "comm/ps/ps_communicator.h"
 #include "comm/shm/shm_communicator.h"
 #include "comm/tcp/tcp_communicator.h"
 #include "common/env.h"
@@ -129,7 +130,7 @@ std::unique_ptr<comm::Communicator> make_hierarchical(Network network, const Top
   auto cross = make_network(network, cross_group, t, store, options);
   comm::HostLayout layout{t.local_rank, t.local_size, t.cross_rank, t.cross_size};
   return comm::make_hierarchical_communicator(layout, std::move(local), std::move(cross), std::move(flat),
-                                              comm::FailureVerdict(store, verdict_prefix(generation), t.rank));
+                                              comm::FailureVerdict(store, verdict_prefix(generation), comm::rank_name(t.rank)));
 }
 
 std::unique_ptr<comm::Communicator> make_mpi(const Topology& t, const comm::CommunicatorOptions& options) {
@@ -197,11 +198,21 @@ std::unique_ptr<comm::Communicator> make_set_communicator(const Topology& t, int
 
 std::unique_ptr<comm::Communicator> make_communicator(const Topology& t, int generation, store::StoreClient* store) {
   const auto options = options_from_env();  // checked in a job of one too
-  if (t.size == 1) return comm::make_self_communicator();
-  auto comm = choose(t, generation, store, options);
-  if (t.rank == 0)
+  const auto ps = comm::ps::PsSettings::from_env();
+  auto comm = t.size == 1 ? comm::make_self_communicator() : choose(t, generation, store, options);
+  if (ps.servers > 0) {
+    const std::string workers = comm->name();
+    comm = comm::ps::make_ps_communicator(std::move(comm), generation, ps,
+                                          require_store(store, "parameter-server mode (KOLO_NUM_SERVERS)"),
+                                          comm::GlooNetwork::from_env(t.cross_size == 1), options, t.secret);
+    if (t.rank == 0)
+      KOLO_LOG(Info, "communicator: allreduce through " << ps.servers << " parameter server(s), the rest over "
+                                                        << workers << " (" << t.size << " workers on "
+                                                        << t.cross_size << " host(s))");
+  } else if (t.size > 1 && t.rank == 0) {
     KOLO_LOG(Info, "communicator: " << comm->name() << " (" << t.size << " ranks on " << t.cross_size
                                     << " host(s), started by " << to_string(t.launcher) << ")");
+  }
   return comm;
 }
 

@@ -12,6 +12,8 @@
 //   KOLO_HIERARCHICAL=1 forces hierarchical (also on one host, and with
 //                        KOLO_BACKEND=gloo or tcp, which then joins the
 //                        hosts). mpi ignores it.
+//   KOLO_NUM_SERVERS=K (K > 0) wraps the choice: allreduce goes through K
+//                        parameter servers, everything else stays on it (comm/ps).
 // hierarchical needs the same number of ranks on every host, numbered host by
 // host; for other layouts auto falls back to flat tcp (with a warning) and a forced
 // KOLO_HIERARCHICAL=1 is an error. gloo, tcp and hierarchical need the rendezvous

@@ -11,6 +11,9 @@
 //    (naming the rank) within the peer timeout, and abort() from any thread makes
 //    every current and later call throw ShutdownError promptly.
 //  - send == recv is allowed wherever both exist (in place).
+//  - allreduce, allreduce_regions and allgatherv may carry where their buffers
+//    lie in shareable memory (comm/placement.h): a hint for transports that can
+//    work in place of the ranks' memory; the results are the same with or without.
 #pragma once
 
 #include <chrono>
@@ -21,10 +24,18 @@
 #include <string>
 #include <vector>
 
+#include "comm/placement.h"
 #include "comm/regions.h"
 #include "kolo/types.h"
 
 namespace kolo::comm {
+
+// A setting every rank must share for a communicator's collectives to match
+// (its message sizes follow it): the variable and this rank's effective value.
+struct SharedSetting {
+  std::string name;
+  std::int64_t value = 0;
+};
 
 struct CommunicatorOptions {
   // A peer that makes no progress for this long while we wait on it is declared
@@ -45,7 +56,9 @@ class Communicator {
 
   // recv[i] = send_0[i] op send_1[i] op ... for `count` elements. `op` is never
   // Average (the engine divides). Reduction order is by rank, the same on every rank.
-  virtual void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op) = 0;
+  // Every implementation declares the same default placement (none).
+  virtual void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
+                         Placement placement = {}) = 0;
 
   // One allreduce over several buffers, as if their sends were concatenated and
   // the result split back into their recvs, without that copy. Only where
@@ -61,7 +74,7 @@ class Communicator {
   // Byte-level: rank r contributes recv_bytes[r] bytes (send_bytes == recv_bytes[rank]);
   // `recv` receives all contributions concatenated in rank order.
   virtual void allgatherv(const void* send, std::size_t send_bytes, void* recv,
-                          std::span<const std::size_t> recv_bytes) = 0;
+                          std::span<const std::size_t> recv_bytes, Placement placement = {}) = 0;
 
   // An allgather of blocks whose lengths only their senders know. Every block
   // begins with its own length in bytes, a uint32 (see self_sized_length), at
@@ -80,6 +93,10 @@ class Communicator {
   // about as cheaply as the operation's own collective would. Where every block
   // is padded to the largest, a room for more would cost every cycle, so a little.
   virtual std::size_t eager_bytes_default() const { return 64; }
+  // The settings this communicator needs the same on every rank; the engine
+  // checks them with its own when it starts (engine/settings_agreement.h), so a
+  // job set up differently fails at init() with one message on every rank.
+  virtual std::vector<SharedSetting> shared_settings() const { return {}; }
 
   // As allgatherv, but only `root` receives (recv may be null elsewhere).
   virtual void gatherv(const void* send, std::size_t send_bytes, void* recv, std::span<const std::size_t> recv_bytes,
@@ -94,6 +111,14 @@ class Communicator {
                          std::span<const std::size_t> recv_bytes) = 0;
 
   virtual void barrier() = 0;
+
+  // The communicator among the ranks themselves, for the engine's agreement
+  // step (a small MIN allreduce every cycle): this one, except where allreduce()
+  // reduces elsewhere (parameter servers, comm/ps). Where it is another, the
+  // engine also finishes no allreduce from inputs the ranks gathered among
+  // themselves: every allreduce goes through allreduce().
+  virtual Communicator& among_ranks() { return *this; }
+  bool reduces_among_ranks() { return &among_ranks() == this; }
 
   // Callable from any thread: wakes every waiter; current and later calls throw
   // ShutdownError carrying `reason`. Never blocks.

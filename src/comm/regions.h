@@ -9,12 +9,15 @@
 #include <span>
 #include <vector>
 
+#include "comm/placement.h"
+
 namespace kolo::comm {
 
 struct Region {
   const void* send = nullptr;
   void* recv = nullptr;  // may equal send (in place)
   std::size_t count = 0;  // elements
+  Placement placement{};  // the shareable memory send and recv lie in, if any
 };
 
 class RegionList {

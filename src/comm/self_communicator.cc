@@ -20,7 +20,8 @@ class SelfCommunicator final : public Communicator {
   int size() const override { return 1; }
   std::string name() const override { return "self"; }
 
-  void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp) override {
+  void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp,
+                 Placement = {}) override {
     check();
     copy_if_distinct(send, recv, count * element_size(dtype));
   }
@@ -35,7 +36,8 @@ class SelfCommunicator final : public Communicator {
     check();
     copy_if_distinct(send, recv, counts[0] * element_size(dtype));
   }
-  void allgatherv(const void* send, std::size_t bytes, void* recv, std::span<const std::size_t>) override {
+  void allgatherv(const void* send, std::size_t bytes, void* recv, std::span<const std::size_t>,
+                  Placement = {}) override {
     check();
     copy_if_distinct(send, recv, bytes);
   }

@@ -2,6 +2,7 @@
 
 #include "comm/direct/direct_collectives.h"
 #include "comm/mpi/mpi_communicator.h"
+#include "comm/ps/ps_settings.h"
 #include "comm/shm/shm_communicator.h"
 #include "comm/tcp/tcp_mesh.h"
 
@@ -13,6 +14,7 @@ void check_transport_settings() {
   direct::Tuning::from_env("KOLO_GLOO");
   tcp::spin_from_env();
   check_mpi_settings();
+  ps::PsSettings::from_env();
 }
 
 }  // namespace kolo::comm

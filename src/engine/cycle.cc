@@ -46,10 +46,12 @@ std::exception_ptr error_for(const Response& response) {
 
 // Whether every rank's input for cached `response` fits the step's payload
 // (decided from the response, so alike on every rank). Groups bypass the cache,
-// so a cached allreduce has one tensor.
-bool fits(const Response& response, std::size_t eager_bytes, int size) {
+// so a cached allreduce has one tensor. `allreduce_eager` false: allreduces
+// never travel in the step (parameter servers reduce them).
+bool fits(const Response& response, std::size_t eager_bytes, int size, bool allreduce_eager) {
   if (response.op == OpType::Allreduce)
-    return static_cast<std::size_t>(response.sizes[0]) * element_size(response.dtype) <= eager_bytes;
+    return allreduce_eager &&
+           static_cast<std::size_t>(response.sizes[0]) * element_size(response.dtype) <= eager_bytes;
   return Executor::largest_input_bytes(response, size) <= eager_bytes;
 }
 
@@ -124,7 +126,7 @@ std::optional<std::uint32_t> Engine::cached_bit(const CallerOp& op) const {
 KOLO_STEP_INLINE void Engine::offer(CallerOp* op) {
   if (agreement_.eager_bytes() == 0 || joined_) return;
   if (op) {
-    if (!fits(cache_.response(op->bit), agreement_.eager_bytes(), size_)) return;
+    if (!fits(cache_.response(op->bit), agreement_.eager_bytes(), size_, allreduce_eager_)) return;
     offer(op->bit, op->input, op->bytes);
     op->carried = true;
     return;
@@ -134,7 +136,7 @@ KOLO_STEP_INLINE void Engine::offer(CallerOp* op) {
   const CachedPending* chosen = nullptr;
   for (const auto& pending : cached_pending_) {
     if (chosen && chosen->first < pending.first) continue;
-    if (!fits(cache_.response(pending.first), agreement_.eager_bytes(), size_)) continue;
+    if (!fits(cache_.response(pending.first), agreement_.eager_bytes(), size_, allreduce_eager_)) continue;
     chosen = &pending;
   }
   if (!chosen) return;
@@ -170,7 +172,8 @@ KOLO_STEP_INLINE bool Engine::step_finishes(const CallerOp& op) const {
 KOLO_STEP_INLINE void Engine::finish(CallerOp& op) {
   cache_.touch(op.bit);
   const Response& response = cache_.response(op.bit);
-  executor_.run_one(response, {op.input, op.output, op.entry}, op.carried ? &agreement_.payloads() : nullptr);
+  executor_.run_one(response, {op.input, op.output, op.placement, op.entry},
+                    op.carried ? &agreement_.payloads() : nullptr);
   if (op.entry) op.entry->state->complete_part(nullptr);
   if (timeline_) record(op.name, op.op, op.started, op.started, "");
   if (recorder_) recorder_->update(op.seq, OpPhase::Done);
@@ -187,6 +190,7 @@ void Engine::hand_over(CallerOp& op) {
   } else {
     *op.pending = std::make_shared<detail::OpState>(op.name);
     entry = Entry{op.call->request(), op.input, op.output, *op.pending};
+    entry.placement = *op.placement;
   }
   entry.submitted_at = entry.accepted_at = timeline_ ? op.started : coarse_now();
   entry.seq = op.seq;
@@ -324,7 +328,7 @@ void Engine::execute_carried(std::uint32_t bit) {
   auto it = entries_.find(name);
   if (it == entries_.end()) throw Error("internal: no local operation named '" + name + "' for a carried operation");
   Entry& entry = it->second;
-  executor_.run_one(response, {entry.input, entry.output, &entry}, &agreement_.payloads());
+  executor_.run_one(response, {entry.input, entry.output, &entry.placement, &entry}, &agreement_.payloads());
   if (timeline_) record({&response});
   complete(it, nullptr);
 }

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <thread>
+#include <vector>
 
 #include "common/coarse_clock.h"
 #include "engine/settings_agreement.h"
@@ -35,14 +36,17 @@ Engine::Engine(std::unique_ptr<comm::Communicator> comm, EngineConfig config)
       backend_(comm->name()),
       config_(config),
       comm_(std::move(comm)),
+      allreduce_eager_(comm_->reduces_among_ranks()),
       cache_(config.cache_capacity),
       coordinator_(size_),
       executor_(*comm_),
-      agreement_(*comm_, eager_bytes_for(config, *comm_)) {
-  const SharedSetting shared[] = {
+      agreement_(comm_->among_ranks(), eager_bytes_for(config, comm_->among_ranks())) {
+  std::vector<SharedSetting> shared{
       {"KOLO_FUSION_THRESHOLD", static_cast<std::int64_t>(config_.fusion_threshold)},
       {"KOLO_CACHE_CAPACITY", static_cast<std::int64_t>(config_.cache_capacity)},
       {"KOLO_EAGER_BYTES", static_cast<std::int64_t>(agreement_.eager_bytes())}};
+  const auto transport = comm_->shared_settings();
+  shared.insert(shared.end(), transport.begin(), transport.end());
   check_ranks_agree(*comm_, shared);
   if (!config_.timeline_path.empty()) {
     timeline_ = timeline_at(config_.timeline_path);
@@ -210,6 +214,7 @@ Engine::Express Engine::express(const AllreduceCall& call, std::shared_ptr<detai
               .bytes = input_bytes(call.dtype, call.shape),
               .input = call.input,
               .output = call.output,
+              .placement = &call.placement,
               .entry = nullptr,
               .call = &call,
               .pending = &pending};
@@ -223,6 +228,7 @@ Engine::Express Engine::express(Entry& entry) {
               .bytes = input_bytes(request.dtype, request.shape),
               .input = entry.input,
               .output = entry.output,
+              .placement = &entry.placement,
               .entry = &entry,
               .call = nullptr,
               .pending = nullptr};

@@ -99,6 +99,7 @@ class Engine {
     std::size_t bytes;  // this rank's input
     const void* input;
     void* output;
+    const comm::Placement* placement;            // the call's or the entry's
     Entry* entry;                                // any kind but allreduce: moved into the engine on hand-over
     const AllreduceCall* call;                   // an allreduce: the call, no entry
     std::shared_ptr<detail::OpState>* pending;   // an allreduce handed over: its new state
@@ -170,6 +171,9 @@ class Engine {
   const std::string backend_;
   const EngineConfig config_;
   std::unique_ptr<comm::Communicator> comm_;
+  // False in parameter-server mode: no allreduce is finished from the inputs the
+  // agreement step gathered among the ranks (Communicator::among_ranks).
+  const bool allreduce_eager_;
 
   // Shared with user threads, guarded by mutex_.
   std::mutex mutex_;

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <memory>
 
+#include "comm/placement.h"
 #include "engine/messages.h"
 #include "engine/op_state.h"
 #include "kolo/types.h"
@@ -26,6 +27,7 @@ struct AllreduceCall {
   ReduceOp op;
   double prescale;
   double postscale;
+  comm::Placement placement;  // the shareable memory input and output lie in, if any
 
   // The Request an ordinary submission of this call carries.
   Request request() const {
@@ -52,6 +54,9 @@ struct Entry {
   std::chrono::steady_clock::time_point submitted_at{};
   std::chrono::steady_clock::time_point accepted_at{};  // taken into a cycle
   std::uint64_t seq = 0;  // in the flight recorder
+  // The shareable memory input (send) and output (recv) lie in, from the
+  // caller's tensors (Tensor::memory): what lets a transport work in place of them.
+  comm::Placement placement{};
 };
 
 }  // namespace kolo::engine

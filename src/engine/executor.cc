@@ -132,7 +132,7 @@ void Executor::allreduce(const std::vector<const Response*>& batch, EntryMap& en
     regions.reserve(parts.size());
     for (const Part& p : parts) {
       if (p.entry == nullptr) break;  // a joined rank contributes zeros: fused below
-      regions.push_back({p.entry->input, p.entry->output, p.count});
+      regions.push_back({p.entry->input, p.entry->output, p.count, p.entry->placement});
     }
     if (regions.size() == parts.size() && !buffers_overlap(regions, esize)) {
       stamp(phases_.comm_start);
@@ -144,7 +144,7 @@ void Executor::allreduce(const std::vector<const Response*>& batch, EntryMap& en
   }
 
   if (direct) {
-    reduce_direct(first, parts[0].entry->input, parts[0].entry->output);
+    reduce_direct(first, parts[0].entry->input, parts[0].entry->output, parts[0].entry->placement);
     return;
   }
   std::byte* data = fusion_buffer(total * esize);
@@ -167,7 +167,7 @@ void Executor::allreduce(const std::vector<const Response*>& batch, EntryMap& en
   }
 }
 
-void Executor::reduce_direct(const Response& response, const void* input, void* output) {
+void Executor::reduce_direct(const Response& response, const void* input, void* output, comm::Placement placement) {
   const DataType dtype = response.dtype;
   const std::size_t esize = element_size(dtype);
   const Reduction reduction(response, comm_.size());
@@ -181,10 +181,11 @@ void Executor::reduce_direct(const Response& response, const void* input, void* 
   if (copy_first) {
     std::memmove(data, send, total * esize);
     send = data;
+    placement.send = placement.recv;  // the send buffer is the output, in its memory
   }
   stamp(phases_.comm_start);
   if (reduction.prescales()) reduction.prescale(data, total);  // send == data here
-  comm_.allreduce(send, data, total, dtype, reduction.wire_op());
+  comm_.allreduce(send, data, total, dtype, reduction.wire_op(), placement);
   reduction.finish(data, total);
   stamp(phases_.comm_end);
 }
@@ -217,7 +218,9 @@ void Executor::allgather(const Response& response, Entry& entry, const std::vect
       at += recv_bytes[r];
     }
   } else {
-    comm_.allgatherv(entry.input, recv_bytes[comm_.rank()], out.data(), recv_bytes);
+    // The output is a Buffer, shareable by policy: a transport may gather into it in place.
+    comm_.allgatherv(entry.input, recv_bytes[comm_.rank()], out.data(), recv_bytes,
+                     {entry.placement.send, out.memory()});
   }
   entry.state->output = std::move(out);
 }

@@ -34,6 +34,7 @@ class Executor {
   struct Operand {
     const void* input;
     void* output;
+    const comm::Placement* placement;  // the shareable memory input and output lie in, if any
     Entry* entry;  // null for an allreduce a caller runs without one (Engine::express)
   };
   // Inline: it is the express path's whole dispatch.
@@ -48,7 +49,7 @@ class Executor {
     } else if (gathered) {
       reduce_gathered(response, operand.output, *gathered);
     } else {
-      reduce_direct(response, operand.input, operand.output);
+      reduce_direct(response, operand.input, operand.output, *operand.placement);
     }
     if (timed_) {
       stamp(phases_.end);
@@ -72,7 +73,7 @@ class Executor {
  private:
   void allreduce(const std::vector<const Response*>& batch, EntryMap& entries);
   // One allreduce through the communicator, in `output`.
-  void reduce_direct(const Response& response, const void* input, void* output);
+  void reduce_direct(const Response& response, const void* input, void* output, comm::Placement placement);
   // One allreduce from the gathered inputs, reduced here in rank order.
   void reduce_gathered(const Response& response, void* output, const std::vector<const void*>& inputs);
   // An operation other than allreduce, without the phases.

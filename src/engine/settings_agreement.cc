@@ -26,7 +26,7 @@ void check_ranks_agree(comm::Communicator& comm, std::span<const SharedSetting> 
       values += (values.empty() ? "" : "; ") + std::to_string(value) + (ranks.size() == 1 ? " on rank " : " on ranks ");
       for (std::size_t k = 0; k < ranks.size(); ++k) values += (k ? ", " : "") + std::to_string(ranks[k]);
     }
-    message += std::string(message.empty() ? "" : "; and ") + settings[i].name + " is " + values;
+    message += (message.empty() ? "" : "; and ") + settings[i].name + " is " + values;
   }
   if (!message.empty())
     throw InvalidArgumentError("kolo: the ranks' settings differ: " + message +

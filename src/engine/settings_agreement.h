@@ -12,10 +12,7 @@
 
 namespace kolo::engine {
 
-struct SharedSetting {
-  const char* name;     // the variable, KOLO_CACHE_CAPACITY
-  std::int64_t value;   // this rank's (effective) value
-};
+using comm::SharedSetting;
 
 // One allgather of every rank's values; throws InvalidArgumentError on every rank,
 // with the same message, when any of them differ.

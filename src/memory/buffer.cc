@@ -20,15 +20,28 @@ constexpr std::size_t kHugePage = std::size_t{2} << 20;
 
 std::size_t mapping_bytes(std::size_t bytes) { return (bytes + kHugePage - 1) / kHugePage * kHugePage; }
 
-// Shareable (a memfd, which peers on this host can map: memory/shareable_memory.h)
-// when asked and not refused; private anonymous memory otherwise. Aligned to and
-// advised for huge pages either way.
-std::byte* map_aligned(std::size_t bytes, bool shareable) {
+// A fresh mapping for a Buffer of `bytes`: shareable (a memfd, which peers on
+// this host can map: memory/shareable_memory.h) when asked and not refused,
+// with its descriptor in `memory`; private anonymous memory otherwise. Aligned
+// to and advised for huge pages either way. Reads as zeros.
+std::byte* map_aligned(std::size_t bytes, bool shareable, ShareableMemory*& memory) {
   const std::size_t length = mapping_bytes(bytes);
-  void* p = shareable ? detail::map_shareable(length, kHugePage) : nullptr;
-  if (p == nullptr) p = detail::map_at_alignment(length, kHugePage, -1);
+  memory = shareable ? detail::map_shareable(length, kHugePage) : nullptr;
+  void* p = memory ? memory->base : detail::map_at_alignment(length, kHugePage, -1);
   if (p == nullptr) throw std::bad_alloc();
   return static_cast<std::byte*>(p);
+}
+
+// A mapping the cache kept for a Buffer of `bytes` (shareable or private, as
+// asked), or nullptr. Its contents are whatever its last Buffer left.
+std::byte* reuse(std::size_t bytes, bool shareable, ShareableMemory*& memory) {
+  auto& cache = detail::MappingCache::process();
+  if (shareable) {
+    memory = cache.take_shareable(mapping_bytes(bytes));
+    return memory ? memory->base : nullptr;
+  }
+  memory = nullptr;
+  return static_cast<std::byte*>(cache.take(mapping_bytes(bytes)));
 }
 
 }  // namespace
@@ -36,28 +49,34 @@ std::byte* map_aligned(std::size_t bytes, bool shareable) {
 void detail::BufferRelease::operator()(std::byte* p) const noexcept {
   if (p == nullptr) return;
   // A mapping was allocated through the cache, which therefore exists.
-  if (mapped) detail::MappingCache::process().give(p, mapping_bytes(bytes));
-  else delete[] p;
+  if (memory) {
+    detail::MappingCache::process().give(memory);
+  } else if (mapped) {
+    detail::MappingCache::process().give(p, mapping_bytes(bytes));
+  } else {
+    delete[] p;
+  }
 }
 
 Buffer::Buffer(DataType dtype, Shape shape, bool zeroed, bool shareable) : dtype_(dtype), shape_(std::move(shape)) {
   const std::size_t bytes = detail::checked_nbytes(dtype, shape_, [] { return std::string("kolo::Buffer"); });
   std::byte* p = nullptr;
+  ShareableMemory* memory = nullptr;
   // Large Buffers are mappings (shareable by policy); small ones too when they
   // are to be shareable (the file holds only the pages touched).
   const bool wants = bytes > 0 && (bytes >= kHugePage || shareable) && detail::wants_shareable(shareable);
   const bool mapped = bytes >= kHugePage || wants;
   if (mapped) {
-    p = static_cast<std::byte*>(detail::MappingCache::process().take(mapping_bytes(bytes), wants));
+    p = reuse(bytes, wants, memory);
     if (p == nullptr) {
-      p = map_aligned(bytes, wants);  // a fresh mapping reads as zeros
+      p = map_aligned(bytes, wants, memory);
     } else if (zeroed) {
       std::memset(p, 0, bytes);
     }
   } else if (bytes > 0) {
     p = zeroed ? new std::byte[bytes]() : new std::byte[bytes];
   }
-  bytes_ = std::unique_ptr<std::byte[], detail::BufferRelease>(p, detail::BufferRelease{bytes, mapped});
+  bytes_ = std::unique_ptr<std::byte[], detail::BufferRelease>(p, detail::BufferRelease{bytes, mapped, memory});
 }
 
 Buffer::Buffer(DataType dtype, Shape shape) : Buffer(dtype, std::move(shape), true) {}

@@ -10,18 +10,17 @@
 #include "memory/shareable_memory.h"
 
 namespace kolo::detail {
-namespace {
 
-// Buffers' mappings are private memory or shareable memfds; the latter also
-// close their file.
-void release(void* p, std::size_t length) noexcept {
-  if (!unmap_shareable(p, length)) ::munmap(p, length);
+void MappingCache::release(const Kept& kept) noexcept {
+  if (kept.memory) {
+    unmap_shareable(kept.memory);
+  } else {
+    ::munmap(kept.p, kept.length);
+  }
 }
 
-}  // namespace
-
 MappingCache::~MappingCache() {
-  for (const Kept& k : kept_) release(k.p, k.length);
+  for (const Kept& k : kept_) release(k);
 }
 
 MappingCache& MappingCache::process() {
@@ -38,47 +37,66 @@ void MappingCache::unlock_after_fork() { mutex_.unlock(); }
 
 void MappingCache::drop_all_in_child() noexcept {
   for (const Kept& k : kept_) {
-    if (!unmap_shareable_in_child(k.p, k.length)) ::munmap(k.p, k.length);
+    if (k.memory) {
+      unmap_shareable_in_child(k.memory);
+    } else {
+      ::munmap(k.p, k.length);
+    }
   }
   kept_.clear();
   kept_bytes_ = 0;
   mutex_.unlock();
 }
 
-void* MappingCache::take(std::size_t length, bool shareable) {
+MappingCache::Kept MappingCache::take_kept(std::size_t length, bool shareable) {
   std::lock_guard lock(mutex_);
   for (auto it = kept_.rbegin(); it != kept_.rend(); ++it) {
-    if (it->length != length || find_shareable(it->p, 1).has_value() != shareable) continue;
-    void* p = it->p;
+    if (it->length != length || (it->memory != nullptr) != shareable) continue;
+    const Kept taken = *it;
     kept_bytes_ -= length;
     kept_.erase(std::next(it).base());
-    return p;
+    return taken;
   }
-  return nullptr;
+  return Kept{nullptr, 0, nullptr};
 }
 
-void MappingCache::give(void* p, std::size_t length) noexcept {
-  if (length > limit_) {
-    release(p, length);
+void* MappingCache::take(std::size_t length) { return take_kept(length, false).p; }
+
+ShareableMemory* MappingCache::take_shareable(std::size_t length) { return take_kept(length, true).memory; }
+
+void MappingCache::give(void* p, std::size_t length) noexcept { keep({p, length, nullptr}); }
+
+void MappingCache::give(ShareableMemory* memory) noexcept {
+  if (memory->fd < 0) {
+    release({memory->base, memory->length, memory});
+    return;
+  }
+  keep({memory->base, memory->length, memory});
+}
+
+void MappingCache::keep(Kept kept) noexcept {
+  if (kept.length > limit_) {
+    release(kept);
     return;
   }
   std::vector<Kept> evicted;
+  bool kept_it = false;
   {
     std::lock_guard lock(mutex_);
-    while (kept_bytes_ + length > limit_) {
+    while (kept_bytes_ + kept.length > limit_) {
       evicted.push_back(kept_.front());
       kept_bytes_ -= kept_.front().length;
       kept_.erase(kept_.begin());
     }
     try {
-      kept_.push_back({p, length});
-      kept_bytes_ += length;
-      p = nullptr;
+      kept_.push_back(kept);
+      kept_bytes_ += kept.length;
+      kept_it = true;
     } catch (...) {  // no memory for the entry: then not kept
     }
   }
-  for (const Kept& k : evicted) release(k.p, k.length);
-  if (p != nullptr) release(p, length);
+  for (const Kept& k : evicted) release(k);
+  if (!kept_it) release(kept);
 }
 
 std::size_t MappingCache::kept_bytes() const {

@@ -10,6 +10,8 @@
 #include <mutex>
 #include <vector>
 
+#include "memory/shareable_memory.h"
+
 namespace kolo::detail {
 
 class MappingCache {
@@ -27,20 +29,24 @@ class MappingCache {
   // fails there and not at the first large Buffer).
   static std::size_t limit_from_env();
 
-  // A kept mapping of exactly `length` bytes (the most recently released), or
-  // nullptr. Its contents are whatever its last Buffer left. `shareable`: only a
-  // shareable mapping (memory/shareable_memory.h), or only a private one.
-  void* take(std::size_t length, bool shareable = false);
-  // Keeps `p` (a mapping of `length` bytes), unmapping the oldest kept mappings
-  // to stay within the limit; unmaps `p` itself when it alone exceeds it.
+  // A kept private mapping of exactly `length` bytes (the most recently
+  // released), or nullptr. Its contents are whatever its last Buffer left.
+  void* take(std::size_t length);
+  // The same of the shareable mappings (memory/shareable_memory.h), with their
+  // descriptor, which stays the mapping's.
+  ShareableMemory* take_shareable(std::size_t length);
+  // Keeps `p` (a private mapping of `length` bytes), unmapping the oldest kept
+  // mappings to stay within the limit; unmaps `p` itself when it alone exceeds it.
   void give(void* p, std::size_t length) noexcept;
+  // The same of a shareable mapping. One a forked child privatized is unmapped
+  // (its Buffer was the last to know it as anything but private memory).
+  void give(ShareableMemory* memory) noexcept;
 
   std::size_t kept_bytes() const;
 
-  // fork() handling, registered by shareable_memory.cc together with its own so
-  // that the two locks are taken in one order (this cache's first, as take()
-  // does): hold the lock across fork(); release it in the parent; in the child,
-  // unmap everything kept (shareable_memory.cc says why) and release it.
+  // fork() handling, registered by shareable_memory.cc together with its own:
+  // hold the lock across fork(); release it in the parent; in the child, unmap
+  // everything kept (shareable_memory.cc says why) and release it.
   void lock_for_fork();
   void unlock_after_fork();
   void drop_all_in_child() noexcept;
@@ -49,7 +55,12 @@ class MappingCache {
   struct Kept {
     void* p;
     std::size_t length;
+    ShareableMemory* memory;  // null: private
   };
+  // The most recently released of `length` bytes, shareable or private; all null if none.
+  Kept take_kept(std::size_t length, bool shareable);
+  void keep(Kept kept) noexcept;
+  static void release(const Kept& kept) noexcept;
   std::size_t limit_;
   mutable std::mutex mutex_;
   std::vector<Kept> kept_;  // oldest first

@@ -5,12 +5,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
-#include <iterator>
-#include <string>
-#include <map>
+#include <memory>
 #include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "common/env.h"
 #include "memory/mapping_cache.h"
@@ -18,18 +20,13 @@
 namespace kolo::detail {
 namespace {
 
-struct Region {
-  std::size_t length;
-  int fd;
-  std::uint64_t inode;
-};
-
-// Shareable mappings by start address. Looked up once per large collective and
-// changed once per fresh large Buffer (the mapping cache reuses them), so a
-// plain mutex is enough.
+// The live shareable mappings' descriptors, which it owns. Changed once per
+// fresh shareable Buffer and per mapping the cache unmaps, read only by fork(),
+// so a plain mutex and a vector are enough (each mapping is at least a page,
+// most 2 MiB and up: there are few).
 struct Registry {
   std::mutex mutex;
-  std::map<std::uintptr_t, Region> regions;
+  std::vector<std::unique_ptr<ShareableMemory>> live;
 };
 
 Registry& registry();
@@ -40,24 +37,26 @@ Registry& registry();
 // children taking the same cached mapping would write into each other's (a torch
 // DataLoader worker, a test harness forking ranks). So in the child the mapping
 // cache first unmaps what it kept, then each live shareable mapping is replaced
-// by a private copy of its contents at the same address, and the files are
-// forgotten. Both locks are held across fork() so that the child never finds
-// one taken by a thread that does not exist there, taken in the order
-// MappingCache::take() takes them (the cache's, then the registry's).
+// by a private copy of its contents at the same address and its file closed.
+// The descriptors stay (the child's Buffers and views point at them), marked
+// private, so that the in-place path treats that memory as plain. Both locks
+// are held across fork() so that the child never finds one taken by a thread
+// that does not exist there (no thread takes one while holding the other, so
+// any order would do).
 void privatize_in_child() {
-  auto& regions = registry().regions;
-  for (const auto& [address, region] : regions) {
-    void* const at = reinterpret_cast<void*>(address);
-    void* copy = ::mmap(nullptr, region.length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  for (const auto& memory : registry().live) {
+    if (memory->fd < 0) continue;  // privatized by an earlier fork
+    void* copy = ::mmap(nullptr, memory->length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (copy != MAP_FAILED) {
-      std::memcpy(copy, at, region.length);
-      if (::mremap(copy, region.length, region.length, MREMAP_MAYMOVE | MREMAP_FIXED, at) == MAP_FAILED) {
-        ::munmap(copy, region.length);
+      std::memcpy(copy, memory->base, memory->length);
+      if (::mremap(copy, memory->length, memory->length, MREMAP_MAYMOVE | MREMAP_FIXED, memory->base) == MAP_FAILED) {
+        ::munmap(copy, memory->length);
       }
     }
-    ::close(region.fd);
+    ::close(memory->fd);
+    memory->fd = -1;
+    memory->inode = 0;
   }
-  regions.clear();
   registry().mutex.unlock();
 }
 
@@ -126,7 +125,7 @@ void* map_at_alignment(std::size_t length, std::size_t alignment, int fd) {
   return p;
 }
 
-void* map_shareable(std::size_t length, std::size_t alignment) {
+ShareableMemory* map_shareable(std::size_t length, std::size_t alignment) {
   if (length == 0) return nullptr;
   const int fd = ::memfd_create("kolo-buffer", MFD_CLOEXEC);
   if (fd < 0) return nullptr;
@@ -141,42 +140,38 @@ void* map_shareable(std::size_t length, std::size_t alignment) {
     return nullptr;
   }
   try {
+    auto memory = std::make_unique<ShareableMemory>(
+        ShareableMemory{static_cast<std::byte*>(p), length, fd, static_cast<std::uint64_t>(st.st_ino)});
+    ShareableMemory* made = memory.get();
     std::lock_guard lock(registry().mutex);
-    registry().regions[reinterpret_cast<std::uintptr_t>(p)] = Region{length, fd, static_cast<std::uint64_t>(st.st_ino)};
+    registry().live.push_back(std::move(memory));
+    return made;
   } catch (...) {
     ::munmap(p, length);
     ::close(fd);
     return nullptr;
   }
-  return p;
 }
 
-bool unmap_shareable_in_child(void* p, std::size_t length) noexcept {
-  auto& regions = registry().regions;
-  auto it = regions.find(reinterpret_cast<std::uintptr_t>(p));
-  if (it == regions.end()) return false;
-  const int fd = it->second.fd;
-  regions.erase(it);
-  ::munmap(p, length);
-  ::close(fd);
-  return true;
+void unmap_shareable_in_child(ShareableMemory* memory) noexcept {
+  auto& live = registry().live;
+  const auto it = std::find_if(live.begin(), live.end(), [&](const auto& m) { return m.get() == memory; });
+  if (it == live.end()) return;  // not one of this registry's: nothing to free
+  ::munmap(memory->base, memory->length);
+  if (memory->fd >= 0) ::close(memory->fd);
+  std::swap(*it, live.back());
+  live.pop_back();  // frees `memory`
 }
 
-bool unmap_shareable(void* p, std::size_t length) noexcept {
+void unmap_shareable(ShareableMemory* memory) noexcept {
   std::lock_guard lock(registry().mutex);
-  return unmap_shareable_in_child(p, length);  // the same, under the lock
+  unmap_shareable_in_child(memory);  // the same, under the lock
 }
 
-std::optional<ShareableLocation> find_shareable(const void* p, std::size_t bytes) {
-  const auto address = reinterpret_cast<std::uintptr_t>(p);
-  std::lock_guard lock(registry().mutex);
-  auto& regions = registry().regions;
-  auto it = regions.upper_bound(address);
-  if (it == regions.begin()) return std::nullopt;
-  it = std::prev(it);
-  const std::uintptr_t offset = address - it->first;
-  if (offset > it->second.length || bytes > it->second.length - offset) return std::nullopt;
-  return ShareableLocation{it->second.fd, it->second.inode, it->second.length, offset};
+std::optional<ShareableLocation> locate(const ShareableMemory* memory, const void* p, std::size_t bytes) {
+  if (memory == nullptr || memory->fd < 0 || !covers(*memory, p, bytes)) return std::nullopt;
+  return ShareableLocation{memory->fd, memory->inode, memory->length,
+                           static_cast<std::uint64_t>(static_cast<const std::byte*>(p) - memory->base)};
 }
 
 }  // namespace kolo::detail

@@ -67,6 +67,22 @@ Member join_hierarchical(HostShape shape, const CommunicatorOptions& options, co
   return m;
 }
 
+// Parameter-server mode as init() builds it (KOLO_NUM_SERVERS comes from the
+// harness, which starts the servers): allreduce through the servers, the rest
+// over shared memory among the ranks.
+Member join_ps(HostShape, const CommunicatorOptions& options) {
+  ::setenv("KOLO_PEER_TIMEOUT", seconds_text(options.peer_timeout).c_str(), 1);
+  ::setenv("KOLO_START_TIMEOUT", seconds_text(options.connect_timeout).c_str(), 1);
+  Member m;
+  const Topology topology = topology_from_env();
+  m.store = connect_job_store();
+  // Announced as bootstrap::Job::join does: the servers start a session when
+  // every worker has.
+  m.store->set("init/0/rank/" + std::to_string(topology.rank), {1});
+  m.comm = make_communicator(topology, 0, m.store.get());
+  return m;
+}
+
 const std::map<std::string, std::string> kNetworkThresholds = {
     {"KOLO_TCP_SMALL_BYTES", "1024"}, {"KOLO_TCP_ROUND_BYTES", "4096"},
     {"KOLO_GLOO_SMALL_BYTES", "1024"}, {"KOLO_GLOO_ROUND_BYTES", "4096"}};
@@ -142,6 +158,36 @@ std::vector<CommunicatorFactory> make_factories() {
        .reduce_scatter_order = CommunicatorFactory::Order::RankOrder,  // through the flat communicator
        .names_stalled_rank = false,
        .messages_name_job_ranks = false},
+      // Parameter servers: small partitions, so that modest sizes cross many
+      // of them and every server. Failures are ps_failures_test.cc's (the
+      // servers take their timeouts from the environment, not from join()).
+      {.name = "ps_2servers",
+       .reports = "ps",
+       .available = always,
+       .join = join_ps,
+       .small_thresholds = {{"KOLO_PS_PARTITION_BYTES", "4096"}},
+       .shapes = {flat(2), flat(3)},
+       .failure_shape = flat(0),
+       .servers = 2},
+      // More servers than workers, with BytePS's 4 MiB partitions.
+      {.name = "ps_3servers",
+       .reports = "ps",
+       .available = always,
+       .join = join_ps,
+       .shapes = {flat(2)},
+       .failure_shape = flat(0),
+       .servers = 3},
+      // One worker: its own collectives are the self communicator's, which
+      // trusts the engine.
+      {.name = "ps_1server",
+       .reports = "ps",
+       .available = always,
+       .join = join_ps,
+       .small_thresholds = {{"KOLO_PS_PARTITION_BYTES", "4096"}},
+       .shapes = {flat(1)},
+       .failure_shape = flat(0),
+       .servers = 1,
+       .refuses_bad_arguments = false},
       // mpirun, not the communicator, owns what happens when a rank dies or
       // stalls: those tests are in mpi_test.cc.
       {.name = "mpi",
@@ -192,6 +238,7 @@ SpawnOptions spawn_options(const Job& job, const JobOptions& options) {
   SpawnOptions spawn;
   spawn.timeout = std::chrono::seconds(300);
   if (options.small_thresholds) spawn.env = job.factory->small_thresholds;
+  spawn.servers = job.factory->servers;
   return spawn;
 }
 

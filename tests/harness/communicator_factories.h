@@ -52,6 +52,8 @@ struct CommunicatorFactory {
   HostShape failure_shape;
   // Ranks started by mpirun instead of forked by the harness (run_job).
   bool under_mpirun = false;
+  // Parameter servers the harness starts beside the ranks (comm/ps).
+  int servers = 0;
 
   // The order of a reduction: each host's ranks, then the hosts
   // (reference_reduction with the job's shape; flat jobs are one host); all ranks

@@ -14,6 +14,7 @@
 #include "comm/shm/shm_communicator.h"
 #include "comm/tcp/tcp_communicator.h"
 #include "engine/engine.h"
+#include "harness/communicator_factories.h"
 #include "harness/forwarding_communicator.h"
 #include "harness/multiprocess.h"
 #include "store/store.h"
@@ -38,11 +39,22 @@ struct CountedEngineOptions {
   std::chrono::milliseconds stall_check_time{0};
   // kolo's TCP communicator on loopback instead of shared memory (needs the job's store).
   bool tcp = false;
+  // Fake hosts (hosts > 0): the hierarchical communicator over them instead (needs the job's store).
+  HostShape hierarchical{.per_host = 0, .hosts = 0};
 };
 
 inline std::unique_ptr<comm::Communicator> make_counted_inner(int rank, int size, const std::string& job_id,
                                                               const CountedEngineOptions& options) {
   using namespace std::chrono_literals;
+  if (options.hierarchical.hosts > 0) {
+    // The member's store must outlive the communicator: kept for the rank process's life.
+    static std::vector<Member> members;
+    for (const auto& factory : communicator_factories()) {
+      if (factory.name != "hierarchical") continue;
+      members.push_back(factory.join(options.hierarchical, {}));
+      return std::move(members.back().comm);
+    }
+  }
   if (!options.tcp) return comm::make_shm_communicator(rank, size, job_id, {});
   // The store must outlive the communicator: kept for the rank process's life.
   static std::vector<std::unique_ptr<store::StoreClient>> stores;

@@ -22,9 +22,10 @@ class ForwardingCommunicator : public comm::Communicator {
   int rank() const override { return inner_->rank(); }
   int size() const override { return inner_->size(); }
   std::string name() const override { return inner_->name(); }
-  void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op) override {
+  void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
+                 comm::Placement placement = {}) override {
     ++collectives_;
-    inner_->allreduce(send, recv, count, dtype, op);
+    inner_->allreduce(send, recv, count, dtype, op, placement);
   }
   bool reduces_regions() const override { return inner_->reduces_regions(); }
   void allreduce_regions(std::span<const comm::Region> regions, DataType dtype, ReduceOp op) override {
@@ -36,9 +37,10 @@ class ForwardingCommunicator : public comm::Communicator {
     ++collectives_;
     inner_->reduce_scatter(send, recv, counts, dtype, op);
   }
-  void allgatherv(const void* send, std::size_t bytes, void* recv, std::span<const std::size_t> sizes) override {
+  void allgatherv(const void* send, std::size_t bytes, void* recv, std::span<const std::size_t> sizes,
+                  comm::Placement placement = {}) override {
     ++collectives_;
-    inner_->allgatherv(send, bytes, recv, sizes);
+    inner_->allgatherv(send, bytes, recv, sizes, placement);
   }
   void allgather_self_sized(const void* send, void* recv, std::size_t max_block) override {
     ++collectives_;

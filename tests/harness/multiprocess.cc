@@ -8,7 +8,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -133,6 +135,30 @@ class StoreProcess {
   int port_ = 0;
 };
 
+// A parameter server of the job: the real kolo-server program.
+pid_t start_server(int server, int servers, int workers, const std::string& job_id, const std::string& store_addr,
+                   const std::string& secret, const SpawnOptions& options) {
+  pid_t pid = fork();
+  if (pid != 0) return pid;
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  for (const auto& [key, value] : options.env) setenv(key.c_str(), value.c_str(), 1);
+  setenv("KOLO_SERVER_RANK", std::to_string(server).c_str(), 1);
+  setenv("KOLO_NUM_SERVERS", std::to_string(servers).c_str(), 1);
+  setenv("KOLO_SIZE", std::to_string(workers).c_str(), 1);
+  setenv("KOLO_JOB_ID", job_id.c_str(), 1);
+  setenv("KOLO_STORE_ADDR", store_addr.c_str(), 1);
+  setenv("KOLO_SECRET", secret.c_str(), 1);
+  execl(KOLO_SERVER_PATH, "kolo-server", static_cast<char*>(nullptr));
+  std::fprintf(stderr, "cannot run %s: %s\n", KOLO_SERVER_PATH, std::strerror(errno));
+  _exit(127);
+}
+
+void record(RankOutcome& out, int status) {
+  out.exited = WIFEXITED(status);
+  out.exit_code = out.exited ? WEXITSTATUS(status) : -1;
+  out.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+}
+
 void remove_job_segments(const std::string& job_id) {
   std::error_code ec;
   const std::string prefix = "kolo-" + job_id;
@@ -164,22 +190,41 @@ std::vector<RankOutcome> spawn_ranks(int size, const std::function<void(int rank
     store_addr = "127.0.0.1:" + std::to_string(store->port());
   }
 
+  SpawnOptions rank_options = options;
+  if (options.servers > 0) rank_options.env["KOLO_NUM_SERVERS"] = std::to_string(options.servers);
   std::vector<pid_t> pids(size, -1);
   std::vector<RankOutcome> outcomes(size);
   for (int r = 0; r < size; ++r) {
     outcomes[r].rank = r;
     pid_t pid = fork();
-    if (pid == 0) run_child(r, size, job_id, store_addr, secret, options, body);
+    if (pid == 0) run_child(r, size, job_id, store_addr, secret, rank_options, body);
     if (pid < 0) {
       ADD_FAILURE() << "fork failed";
       break;
     }
     pids[r] = pid;
   }
+  std::vector<pid_t> server_pids(options.servers, -1);
+  std::vector<RankOutcome> server_outcomes(options.servers);
+  for (int s = 0; s < options.servers; ++s) {
+    server_outcomes[s].server = s;
+    server_pids[s] = start_server(s, options.servers, size, job_id, store_addr, secret, options);
+    if (server_pids[s] < 0) ADD_FAILURE() << "fork failed";
+  }
+  auto reap_server = [&](pid_t pid, int status) {
+    for (int s = 0; s < options.servers; ++s) {
+      if (server_pids[s] != pid) continue;
+      server_pids[s] = -1;
+      record(server_outcomes[s], status);
+      return true;
+    }
+    return false;
+  };
 
   if (options.on_started) {
-    StartedJob started{job_id, store_addr, {}};
+    StartedJob started{job_id, store_addr, secret, {}, {}};
     started.pids.assign(pids.begin(), pids.end());
+    started.server_pids.assign(server_pids.begin(), server_pids.end());
     options.on_started(started);
   }
 
@@ -191,14 +236,13 @@ std::vector<RankOutcome> spawn_ranks(int size, const std::function<void(int rank
     int status = 0;
     pid_t pid = waitpid(-1, &status, WNOHANG);
     if (pid > 0) {
+      if (reap_server(pid, status)) continue;
       for (int r = 0; r < size; ++r) {
         if (pids[r] != pid) continue;
         pids[r] = -1;
         --running;
         auto& out = outcomes[r];
-        out.exited = WIFEXITED(status);
-        out.exit_code = out.exited ? WEXITSTATUS(status) : -1;
-        out.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+        record(out, status);
         if ((!out.exited || out.exit_code != 0) && !kill_at) kill_at = Clock::now() + options.grace;
       }
       continue;
@@ -215,12 +259,47 @@ std::vector<RankOutcome> spawn_ranks(int size, const std::function<void(int rank
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
+  // The job is over: its store goes, and the servers must see that and leave.
+  store.reset();
+  const auto servers_due = Clock::now() + options.server_exit_wait;
+  for (;;) {
+    int status = 0;
+    const bool any = std::any_of(server_pids.begin(), server_pids.end(), [](pid_t p) { return p > 0; });
+    if (!any) break;
+    pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid > 0) {
+      reap_server(pid, status);
+      continue;
+    }
+    if (Clock::now() >= servers_due) {
+      for (int s = 0; s < options.servers; ++s) {
+        if (server_pids[s] <= 0) continue;
+        server_outcomes[s].timed_out = true;
+        kill(server_pids[s], SIGKILL);
+        while (waitpid(server_pids[s], nullptr, 0) < 0 && errno == EINTR) {
+        }
+        server_pids[s] = -1;
+      }
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
   remove_job_segments(job_id);
+  outcomes.insert(outcomes.end(), server_outcomes.begin(), server_outcomes.end());
   return outcomes;
 }
 
 void run_ranks(int size, const std::function<void(int rank)>& body, const SpawnOptions& options) {
   for (const auto& out : spawn_ranks(size, body, options)) {
+    if (out.server >= 0) {
+      if (out.timed_out)
+        ADD_FAILURE() << "server " << out.server << " did not leave within " << options.server_exit_wait.count()
+                      << " ms of the job's end and was killed";
+      else if (!out.exited || out.exit_code != 0)
+        ADD_FAILURE() << "server " << out.server << " ended with exit code " << out.exit_code << ", signal "
+                      << out.signal;
+      continue;
+    }
     if (out.timed_out) {
       ADD_FAILURE() << "rank " << out.rank << " of " << size << " did not finish within " << options.timeout.count()
                     << " s and was killed";

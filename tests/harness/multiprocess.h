@@ -27,7 +27,9 @@ namespace kolo::testing {
 struct StartedJob {
   std::string job_id;
   std::string store_addr;  // "127.0.0.1:port"; empty without a store
+  std::string secret;      // the store's
   std::vector<int> pids;   // by rank
+  std::vector<int> server_pids;  // by server (SpawnOptions::servers)
 };
 
 struct SpawnOptions {
@@ -42,21 +44,28 @@ struct SpawnOptions {
   // ranks are reaped only after it returns: keep it short, or hand longer work to
   // a thread that the test joins after the job.
   std::function<void(const StartedJob&)> on_started{};
+  // Parameter servers (comm/ps): this many kolo-server processes, started with
+  // the job's store after the ranks, and KOLO_NUM_SERVERS for every rank. Once
+  // the ranks are done the store goes, and every server must leave by itself
+  // within server_exit_wait (else it is killed and counted as timed out).
+  int servers = 0;
+  std::chrono::milliseconds server_exit_wait{10000};
 };
 
 struct RankOutcome {
   int rank = 0;
+  int server = -1;  // >= 0: the outcome of that server, not of a rank
   bool exited = false;      // exited normally (else killed by a signal or by us)
   int exit_code = -1;
   int signal = 0;
   bool timed_out = false;
 };
 
-// Runs the job and returns each rank's outcome without judging it.
+// Runs the job and returns each rank's outcome, then each server's, without judging them.
 std::vector<RankOutcome> spawn_ranks(int size, const std::function<void(int rank)>& body,
                                      const SpawnOptions& options = {});
 
-// Runs the job and adds a GoogleTest failure for every rank that did not exit 0.
+// Runs the job and adds a GoogleTest failure for every rank (and server) that did not exit 0.
 void run_ranks(int size, const std::function<void(int rank)>& body, const SpawnOptions& options = {});
 
 // A fresh random job id (hex), as kolorun makes.

@@ -2,6 +2,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -136,6 +137,25 @@ TEST_P(TorchCollectivesTest, AllgatherUnevenFirstDimensions) {
       }
       EXPECT_EQ(all.size(0), row);
     }
+  });
+}
+
+// An output kolo allocated (a Buffer, shareable from 2 MiB here) carries its
+// memory into the next collective, which may then work in place of it; a
+// tensor libtorch allocated carries none.
+TEST(TorchBufferTensorTest, ATensorOverAKoloBufferCarriesItsMemory) {
+  kolo::testing::run_ranks(2, [](int rank) {
+    ::setenv("KOLO_SHAREABLE_BUFFERS", "1", 1);
+    kolo::init();
+    at::Tensor mine = at::full({1 << 19}, static_cast<float>(rank + 1), at::kFloat);  // 2 MiB
+    at::Tensor gathered = kt::allgather(mine, {"gather.buffer"});
+    EXPECT_NE(kt::view_of(gathered).memory, nullptr);
+    EXPECT_NE(kt::view_of(gathered.narrow(0, 1 << 19, 1 << 19)).memory, nullptr);
+    EXPECT_EQ(kt::view_of(mine).memory, nullptr);
+    kt::allreduce_(gathered, {.op = ReduceOp::Sum, .name = "reduce.buffer"});
+    EXPECT_EQ(gathered[0].item<float>(), 2.0f);
+    EXPECT_EQ(gathered[(1 << 20) - 1].item<float>(), 4.0f);
+    kolo::shutdown();
   });
 }
 

@@ -314,6 +314,40 @@ TEST_P(DistributedOptimizerTest, TooManyBackwardPassesIsAnError) {
   });
 }
 
+// Parameter-server mode (comm/ps): the same equivalence with every gradient
+// reduced through two kolo-server processes, in partitions small enough that
+// each step's gradients cross both servers.
+class DistributedOptimizerThroughServersTest : public ::testing::TestWithParam<int> {
+ protected:
+  void run(const TrainSetup& setup) {
+    kolo::testing::SpawnOptions options;
+    options.servers = 2;
+    options.env["KOLO_PS_PARTITION_BYTES"] = "4096";
+    kolo::testing::run_ranks(GetParam(), [&](int) { train_and_compare(setup); }, options);
+  }
+};
+
+TEST_P(DistributedOptimizerThroughServersTest, SgdMatchesOneWorkerWithTheWholeBatch) { run(TrainSetup{}); }
+
+TEST_P(DistributedOptimizerThroughServersTest, AdamWithBackwardPassesPerStep) {
+  TrainSetup setup;
+  setup.kind = OptimizerKind::Adam;
+  setup.passes = 2;
+  setup.options.backward_passes_per_step = 2;
+  run(setup);
+}
+
+TEST_P(DistributedOptimizerThroughServersTest, Fp16CompressionStaysCloseAndIdentical) {
+  TrainSetup setup;
+  setup.options.compression = Compression::FP16;
+  setup.first = setup.second = at::kFloat;
+  setup.tolerance = 2e-3;
+  run(setup);
+}
+
+INSTANTIATE_TEST_SUITE_P(Workers, DistributedOptimizerThroughServersTest, ::testing::Values(1, 2, 3),
+                         [](const auto& info) { return "N" + std::to_string(info.param); });
+
 INSTANTIATE_TEST_SUITE_P(Ranks, DistributedOptimizerTest, ::testing::Values(1, 2, 3),
                          [](const auto& info) { return "N" + std::to_string(info.param); });
 

@@ -8,8 +8,8 @@
 namespace kolo::bench {
 namespace {
 
-Tensor view(void* data, ElemType type, std::size_t count) {
-  return Tensor{data, to_kolo(type), Shape{static_cast<std::int64_t>(count)}};
+Tensor view(void* data, ElemType type, std::size_t count, const ShareableMemory* memory) {
+  return Tensor{data, to_kolo(type), Shape{static_cast<std::int64_t>(count)}, memory};
 }
 
 }  // namespace
@@ -26,7 +26,7 @@ RunOnce ApiBackend::prepare(const BenchOptions& o, const SizePoint& p, void* sen
   // One name per size: every iteration after the first takes the response cache's
   // fast path, as the steps of a training loop do.
   const std::string name = std::string("kolo-bench/") + to_string(o.collective) + "/" + std::to_string(p.bytes);
-  const Tensor input = view(send, o.type, p.send_count);
+  const Tensor input = view(send, o.type, p.send_count, buffers_.memory_of(send));
   switch (o.collective) {
     case Collective::Allreduce: {
       AllreduceOptions options;
@@ -38,7 +38,7 @@ RunOnce ApiBackend::prepare(const BenchOptions& o, const SizePoint& p, void* sen
           return send;
         };
       }
-      const Tensor output = view(recv, o.type, p.recv_count);
+      const Tensor output = view(recv, o.type, p.recv_count, buffers_.memory_of(recv));
       return [=] {
         kolo::allreduce(input, output, options);
         return recv;

@@ -16,14 +16,14 @@ class ApiBackend : public Backend {
   int size() const override;
   std::string label() const override { return "kolo-api"; }
   void validate(const BenchOptions& options) const override;
-  std::map<std::string, std::string> details() const override { return {{"buffers", to_string(buffers_)}}; }
-  BufferMemory allocate(std::size_t bytes) override { return allocate_as(buffers_, bytes); }
+  std::map<std::string, std::string> details() const override { return {{"buffers", to_string(buffers_.kind())}}; }
+  BufferMemory allocate(std::size_t bytes) override { return buffers_.allocate(bytes); }
   RunOnce prepare(const BenchOptions& options, const SizePoint& point, void* send, void* recv) override;
   void barrier() override;
   std::int64_t sum_over_ranks(std::int64_t value) override;
 
  private:
-  BufferKind buffers_;
+  BenchBuffers buffers_;
 };
 
 }  // namespace kolo::bench

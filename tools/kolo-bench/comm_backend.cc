@@ -22,7 +22,7 @@ CommBackend::CommBackend(BenchCommunicator comm, BufferKind buffers)
     : job_(std::move(comm.job)), comm_(std::move(comm.comm)), buffers_(buffers) {}
 
 std::map<std::string, std::string> CommBackend::details() const {
-  return {{"communicator", comm_->name()}, {"buffers", to_string(buffers_)}};
+  return {{"communicator", comm_->name()}, {"buffers", to_string(buffers_.kind())}};
 }
 
 void CommBackend::validate(const BenchOptions& o) const {
@@ -35,11 +35,12 @@ RunOnce CommBackend::prepare(const BenchOptions& o, const SizePoint& p, void* se
   const DataType dtype = to_kolo(o.type);
   const std::size_t elem = elem_size(o.type);
   const auto n = static_cast<std::size_t>(c->size());
+  const comm::Placement placement{buffers_.memory_of(send), buffers_.memory_of(recv)};
   switch (o.collective) {
     case Collective::Allreduce: {
       const ReduceOp op = to_kolo(o.reduce);
       return [=] {
-        c->allreduce(send, recv, p.send_count, dtype, op);
+        c->allreduce(send, recv, p.send_count, dtype, op, placement);
         return recv;
       };
     }
@@ -51,7 +52,7 @@ RunOnce CommBackend::prepare(const BenchOptions& o, const SizePoint& p, void* se
     case Collective::Allgather: {
       auto blocks = std::make_shared<std::vector<std::size_t>>(n, p.block_count * elem);
       return [=] {
-        c->allgatherv(send, p.block_count * elem, recv, *blocks);
+        c->allgatherv(send, p.block_count * elem, recv, *blocks, placement);
         return recv;
       };
     }

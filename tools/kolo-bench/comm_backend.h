@@ -33,7 +33,7 @@ class CommBackend : public Backend {
   std::string label() const override { return "kolo-comm"; }
   std::map<std::string, std::string> details() const override;
   void validate(const BenchOptions& options) const override;
-  BufferMemory allocate(std::size_t bytes) override { return allocate_as(buffers_, bytes); }
+  BufferMemory allocate(std::size_t bytes) override { return buffers_.allocate(bytes); }
   RunOnce prepare(const BenchOptions& options, const SizePoint& point, void* send, void* recv) override;
   void barrier() override { comm_->barrier(); }
   std::int64_t sum_over_ranks(std::int64_t value) override;
@@ -43,7 +43,7 @@ class CommBackend : public Backend {
  private:
   bootstrap::Job job_;  // outlives comm_
   std::unique_ptr<comm::Communicator> comm_;
-  BufferKind buffers_;
+  BenchBuffers buffers_;
 };
 
 }  // namespace kolo::bench

@@ -39,12 +39,20 @@ BufferKind parse_buffer_kind(const std::string& text) {
 
 const char* to_string(BufferKind kind) { return kind == BufferKind::Kolo ? "kolo" : "plain"; }
 
-BufferMemory allocate_as(BufferKind kind, std::size_t bytes) {
-  if (kind == BufferKind::Plain) return aligned_memory(bytes);
+BufferMemory BenchBuffers::allocate(std::size_t bytes) {
+  if (kind_ == BufferKind::Plain) return aligned_memory(bytes);
   auto buffer = std::make_shared<Buffer>(
       Buffer::shareable(DataType::UInt8, Shape{static_cast<std::int64_t>(std::max<std::size_t>(64, bytes))}));
   std::memset(buffer->data(), 0, buffer->nbytes());  // fault the pages in before anything is timed
+  made_.push_back(buffer);
   return BufferMemory(buffer, buffer->as<std::byte>());
+}
+
+const ShareableMemory* BenchBuffers::memory_of(const void* data) const {
+  for (const auto& made : made_) {
+    if (const auto buffer = made.lock(); buffer && buffer->data() == data) return buffer->memory();
+  }
+  return nullptr;
 }
 
 }  // namespace kolo::bench

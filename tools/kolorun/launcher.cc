@@ -14,6 +14,7 @@
 #include "plan/host_address.h"
 #include "plan/host_plan.h"
 #include "plan/rank_environment.h"
+#include "plan/server_plan.h"
 #include "plan/store_endpoint.h"
 #include "remote/env_export.h"
 #include "remote/remote_spawner.h"
@@ -58,9 +59,39 @@ std::optional<RemoteAccess> remote_access(const LaunchOptions& options, const Ho
   return access;
 }
 
+// kolo-server, installed beside kolorun (also on the other hosts).
+std::string server_program() {
+  const std::string self = own_executable_path();
+  return self.substr(0, self.rfind('/') + 1) + "kolo-server";
+}
+
+// The servers' specs, after the ranks' (so that a rank and a server found dead
+// together name the rank first). A server has no CPU share: it is no rank.
+void add_server_specs(std::vector<LaunchSpec>& specs, const std::vector<ServerPlacement>& servers,
+                      const HostPlan& plan, bool multi_host, const JobIdentity& job) {
+  const std::vector<std::string> local_base = environment_entries(environ);
+  const std::vector<std::string> remote_base = exportable_environment(environ);
+  const std::string program = server_program();
+  for (const auto& placement : servers) {
+    LaunchSpec spec;
+    spec.rank = plan.size + placement.server;
+    spec.server = placement.server;
+    spec.remote = !is_this_host(placement.host);
+    spec.program_path = spec.remote ? program : resolve_program(program);
+    spec.argv = {program};
+    spec.env = make_server_environment(spec.remote ? remote_base : local_base, placement.server, placement.host,
+                                       plan.size, job);
+    if (multi_host) {
+      spec.host = placement.host;
+      spec.label = "server " + std::to_string(placement.server) + " on host " + placement.host;
+    }
+    specs.push_back(std::move(spec));
+  }
+}
+
 std::vector<LaunchSpec> make_launch_specs(const HostPlan& plan, const std::string& program_path,
-                                          const std::vector<std::string>& command, const JobIdentity& job) {
-  const bool multi_host = spans_other_hosts(plan);
+                                          const std::vector<std::string>& command, const JobIdentity& job,
+                                          bool multi_host) {
   const std::vector<std::string> local_base = environment_entries(environ);
   const std::vector<std::string> remote_base = exportable_environment(environ);
   std::vector<LaunchSpec> specs;
@@ -131,11 +162,14 @@ int run_launcher(const std::vector<std::string>& args) {
   const LaunchOptions& options = parsed.options;
   // Everything that can be wrong with the input is found before anything starts.
   HostPlan plan = plan_job(options);
+  const std::vector<ServerPlacement> servers = make_server_plan(plan, options.num_servers, options.server_hosts);
+  // Ranks' and servers' hosts: where the store must be reachable from.
+  const HostPlan job_hosts = hosts_of_job(plan, servers);
   // A program that exists only on the other hosts is found there.
   std::string program_path =
       has_local_rank(plan) || options.mpi ? resolve_program(options.command.front()) : options.command.front();
-  StoreEndpoint endpoint = choose_store_endpoint(plan, options.network_interface);
-  std::optional<RemoteAccess> access = options.mpi ? std::nullopt : remote_access(options, plan);
+  StoreEndpoint endpoint = choose_store_endpoint(job_hosts, options.network_interface);
+  std::optional<RemoteAccess> access = options.mpi ? std::nullopt : remote_access(options, job_hosts);
   auto spawner = make_job_spawner(access);
 
   // Before the store's thread exists, so that it inherits the blocked signals.
@@ -145,7 +179,9 @@ int run_launcher(const std::vector<std::string>& args) {
   ShmJanitor janitor(job.job_id);
   job.secret = kolo::store::make_secret();
   job.network_interface = options.network_interface;
-  job.host_addresses = host_addresses(plan, endpoint.address, options.network_interface);
+  job.host_addresses = host_addresses(job_hosts, endpoint.address, options.network_interface);
+  job.num_servers = static_cast<int>(servers.size());
+  job.hosts = static_cast<int>(job_hosts.hosts.size());
   job.cpu_binding = cpu_binding_name(options.cpu_binding);
   // Flight records go where the user said, or to a directory of this job's.
   const char* user_flight_dir = std::getenv("KOLO_FLIGHT_RECORDER_DIR");
@@ -170,10 +206,15 @@ int run_launcher(const std::vector<std::string>& args) {
   settings.on_rank_started = [&watchdog](pid_t group) { watchdog.watch_group(group); };
   JobSupervisor supervisor(*spawner, signals, settings);
   if (options.verbose) {
+    std::string placed;
+    for (const auto& s : servers) placed += "\n  server " + std::to_string(s.server) + " on " + s.host;
     supervisor.report("job " + job.job_id + ": " + program_path + ", store at " + job.store_addr + " (" +
-                      endpoint.reason + "), " + plan.describe());
+                      endpoint.reason + "), " + plan.describe() + placed);
   }
-  int status = supervisor.run(make_launch_specs(plan, program_path, options.command, job));
+  const bool multi_host = spans_other_hosts(job_hosts);
+  std::vector<LaunchSpec> specs = make_launch_specs(plan, program_path, options.command, job, multi_host);
+  add_server_specs(specs, servers, plan, multi_host, job);
+  int status = supervisor.run(specs);
   watchdog.sweep();
   // A successful job's records (if SIGUSR1 asked for any) are of no further use.
   if (status == 0 && !user_flight_dir) {

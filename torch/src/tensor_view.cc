@@ -60,15 +60,30 @@ void check_supported(const at::Tensor& tensor) {
   to_kolo_dtype(tensor.scalar_type());
 }
 
+namespace {
+
+// The deleter of a storage that owns a Buffer; it also marks such storages, so
+// that a view of one can carry the Buffer's memory.
+void delete_buffer(void* buffer) { delete static_cast<Buffer*>(buffer); }
+
+// The Buffer `tensor`'s storage owns, if from_buffer made it.
+const Buffer* owning_buffer(const at::Tensor& tensor) {
+  if (!tensor.has_storage()) return nullptr;
+  const c10::DataPtr& owner = tensor.storage().data_ptr();
+  return owner.get_deleter() == &delete_buffer ? static_cast<const Buffer*>(owner.get_context()) : nullptr;
+}
+
+}  // namespace
+
 at::Tensor from_buffer(Buffer buffer) {
-  // The tensor owns the Buffer: from_blob's deleter frees it with the tensor.
   auto owned = std::make_unique<Buffer>(std::move(buffer));
   void* data = owned->data();
   const auto dtype = to_torch_dtype(owned->dtype());
   const std::vector<std::int64_t> shape = owned->shape();
-  Buffer* raw = owned.release();
-  return at::from_blob(
-      data, shape, [raw](void*) { delete raw; }, at::TensorOptions().dtype(dtype).device(c10::kCPU));
+  return at::for_blob(data, shape)
+      .context(owned.release(), &delete_buffer)
+      .options(at::TensorOptions().dtype(dtype).device(c10::kCPU))
+      .make_tensor();
 }
 
 }  // namespace detail
@@ -82,6 +97,9 @@ kolo::Tensor view_of(const at::Tensor& tensor) {
   view.data = tensor.data_ptr();
   view.dtype = to_kolo_dtype(tensor.scalar_type());
   view.shape.assign(tensor.sizes().begin(), tensor.sizes().end());
+  // A tensor over a kolo Buffer (an allgather's output, say) carries the
+  // Buffer's shareable memory, so that collectives may work in place of it.
+  if (const Buffer* buffer = detail::owning_buffer(tensor)) view.memory = buffer->memory();
   return view;
 }
 

@@ -30,6 +30,7 @@ struct Tuning {
 class Collectives {
  public:
   Collectives(Links& mesh, Tuning tuning) : mesh_(mesh), tuning_(tuning) {}
+  const Tuning& tuning() const { return tuning_; }
 
   void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op);
   void reduce_scatter(const void* send, void* recv, std::span<const std::size_t> recv_counts, DataType dtype,

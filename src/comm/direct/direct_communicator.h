@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "comm/direct/direct_collectives.h"
+#include "comm/direct/failure_state.h"
 #include "comm/gloo/gloo_communicator.h"
 #include "kolo/error.h"
 
@@ -21,22 +22,30 @@ class DirectCommunicator : public GlooCommunicator {
   template <typename... MeshArgs>
   DirectCommunicator(std::string name, const std::string& tuning_prefix, MeshArgs&&... mesh_args)
       : name_(std::move(name)),
+        tuning_prefix_(tuning_prefix),
         mesh_(std::forward<MeshArgs>(mesh_args)...),
         collectives_(mesh_, Tuning::from_env(tuning_prefix)) {}
 
   int rank() const override { return mesh_.rank(); }
   int size() const override { return mesh_.size(); }
   std::string name() const override { return name_; }
+  // Both cut a collective into messages: ranks that disagree would post different ones.
+  std::vector<SharedSetting> shared_settings() const override {
+    const Tuning& t = collectives_.tuning();
+    return {{tuning_prefix_ + "_SMALL_BYTES", static_cast<std::int64_t>(t.small_bytes)},
+            {tuning_prefix_ + "_ROUND_BYTES", static_cast<std::int64_t>(t.round_bytes)}};
+  }
 
-  void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op) override {
+  void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
+                 Placement = {}) override {
     guarded([&] { collectives_.allreduce(send, recv, count, dtype, op); });
   }
   void reduce_scatter(const void* send, void* recv, std::span<const std::size_t> recv_counts, DataType dtype,
                       ReduceOp op) override {
     guarded([&] { collectives_.reduce_scatter(send, recv, recv_counts, dtype, op); });
   }
-  void allgatherv(const void* send, std::size_t send_bytes, void* recv,
-                  std::span<const std::size_t> recv_bytes) override {
+  void allgatherv(const void* send, std::size_t send_bytes, void* recv, std::span<const std::size_t> recv_bytes,
+                  Placement = {}) override {
     guarded([&] { collectives_.allgatherv(send, send_bytes, recv, recv_bytes); });
   }
   void gatherv(const void* send, std::size_t send_bytes, void* recv, std::span<const std::size_t> recv_bytes,
@@ -57,25 +66,14 @@ class DirectCommunicator : public GlooCommunicator {
   void fail_peer(int job_rank, const std::string& message) override { mesh_.fail_from_outside(job_rank, message); }
 
  protected:
-  // Errors the mesh already handled, and arguments rejected before anything was
-  // posted, pass through; anything else may leave transfers half done, so the
-  // mesh is closed before the error goes up.
+  // direct::guarded on this communicator's mesh.
   template <typename Body>
   void guarded(Body&& body) {
-    try {
-      body();
-    } catch (const PeerFailureError&) {
-      throw;
-    } catch (const ShutdownError&) {
-      throw;
-    } catch (const InvalidArgumentError&) {
-      throw;
-    } catch (...) {
-      mesh_.fail_locally(std::current_exception());
-    }
+    direct::guarded(mesh_, std::forward<Body>(body));
   }
 
   const std::string name_;
+  const std::string tuning_prefix_;
   Mesh mesh_;
   Collectives collectives_;
 };

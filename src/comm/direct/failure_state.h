@@ -13,6 +13,7 @@
 #include <string>
 
 #include "comm/gloo/failure_verdict.h"
+#include "kolo/error.h"
 
 namespace kolo::comm::direct {
 
@@ -53,5 +54,24 @@ class FailureState {
   std::string abort_reason_;
   std::exception_ptr failure_;
 };
+
+// Runs a collective's body on a mesh. Errors the mesh already handled, and
+// arguments rejected before anything was posted, pass through; anything else
+// may leave transfers half done, so the mesh is closed (mesh.fail_locally,
+// which rethrows) before the error goes up.
+template <typename Mesh, typename Body>
+void guarded(Mesh& mesh, Body&& body) {
+  try {
+    body();
+  } catch (const PeerFailureError&) {
+    throw;
+  } catch (const ShutdownError&) {
+    throw;
+  } catch (const InvalidArgumentError&) {
+    throw;
+  } catch (...) {
+    mesh.fail_locally(std::current_exception());
+  }
+}
 
 }  // namespace kolo::comm::direct

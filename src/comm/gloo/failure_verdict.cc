@@ -6,15 +6,15 @@
 
 namespace kolo::comm {
 
-FailureVerdict::FailureVerdict(store::StoreClient* store, std::string key_prefix, int my_rank)
-    : store_(store), prefix_(std::move(key_prefix)), my_rank_(my_rank) {}
+FailureVerdict::FailureVerdict(store::StoreClient* store, std::string key_prefix, std::string me)
+    : store_(store), prefix_(std::move(key_prefix)), me_(std::move(me)) {}
 
 std::pair<int, std::string> FailureVerdict::claim(int rank, const std::string& message) {
   if (store_ == nullptr) return {rank, message};
   const std::string verdict_key = prefix_ + "verdict";
   try {
     if (store_->add(prefix_ + "claims", 1) == 1) {
-      std::string text = std::to_string(rank) + "\n" + message + " [seen first by rank " + std::to_string(my_rank_) + "]";
+      std::string text = std::to_string(rank) + "\n" + message + " [seen first by " + me_ + "]";
       store_->set(verdict_key, store::Bytes(text.begin(), text.end()));
       return {rank, text.substr(text.find('\n') + 1)};
     }
@@ -22,7 +22,7 @@ std::pair<int, std::string> FailureVerdict::claim(int rank, const std::string& m
     store::Bytes value = store_->get(verdict_key, std::chrono::seconds(2));
     std::string text(value.begin(), value.end());
     auto newline = text.find('\n');
-    if (newline == std::string::npos || newline == 0 || newline > 9) return {rank, message};
+    if (newline == std::string::npos || newline == 0 || newline > 11) return {rank, message};
     return {std::stoi(text.substr(0, newline)), text.substr(newline + 1)};
   } catch (const std::exception& e) {
     KOLO_LOG(Debug, "could not share the failure verdict: " << e.what());
@@ -30,13 +30,15 @@ std::pair<int, std::string> FailureVerdict::claim(int rank, const std::string& m
   }
 }
 
-std::string stalled_peer_message(int job_rank, std::chrono::milliseconds timeout, const std::string& what) {
-  return "rank " + std::to_string(job_rank) + " made no progress for " + std::to_string(timeout.count() / 1000.0).substr(0, 5) +
+std::string rank_name(int job_rank) { return "rank " + std::to_string(job_rank); }
+
+std::string stalled_peer_message(const std::string& who, std::chrono::milliseconds timeout, const std::string& what) {
+  return who + " made no progress for " + std::to_string(timeout.count() / 1000.0).substr(0, 5) +
          " s during " + what + " (it stalled or its host is unreachable; KOLO_PEER_TIMEOUT sets the limit)";
 }
 
-std::string lost_peer_message(int job_rank, const std::string& what, const std::string& detail) {
-  return "lost the connection to rank " + std::to_string(job_rank) + " during " + what +
+std::string lost_peer_message(const std::string& who, const std::string& what, const std::string& detail) {
+  return "lost the connection to " + who + " during " + what +
          " (the process exited or failed, or its host is unreachable): " + detail;
 }
 

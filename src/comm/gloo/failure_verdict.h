@@ -20,24 +20,29 @@ namespace kolo::comm {
 
 class FailureVerdict {
  public:
-  // `store` may be null: every rank then judges alone.
-  FailureVerdict(store::StoreClient* store, std::string key_prefix, int my_rank);
+  // `store` may be null: every rank then judges alone. `me` names this process
+  // in the verdict ("rank 2", "server 0").
+  FailureVerdict(store::StoreClient* store, std::string key_prefix, std::string me);
 
   // Offers this rank's judgement (`rank` failed, as `message` explains) and
   // returns the verdict: this one if it was first, else the first one. Never
   // throws; without a reachable store it returns this rank's own judgement.
+  // `rank` is -1 for a process that is no rank of the job (a parameter server).
   std::pair<int, std::string> claim(int rank, const std::string& message);
 
  private:
   store::StoreClient* store_;
   std::string prefix_;
-  int my_rank_;
+  std::string me_;
 };
 
-// How every TCP communicator words a peer's failure during collective `what`:
-// no progress for `timeout`, or a lost connection (`detail` from the transport).
-std::string stalled_peer_message(int job_rank, std::chrono::milliseconds timeout, const std::string& what);
-std::string lost_peer_message(int job_rank, const std::string& what, const std::string& detail);
+// How every TCP communicator words the failure of peer `who` ("rank 3",
+// "server 1") during collective `what`: no progress for `timeout`, or a lost
+// connection (`detail` from the transport).
+std::string stalled_peer_message(const std::string& who, std::chrono::milliseconds timeout, const std::string& what);
+std::string lost_peer_message(const std::string& who, const std::string& what, const std::string& detail);
+// "rank <job_rank>".
+std::string rank_name(int job_rank);
 // The message of `error` (for wrapping it in another error).
 std::string error_text(std::exception_ptr error);
 

@@ -50,8 +50,18 @@ struct GlooGroup {
   // Where the job-wide failure verdict lives (failure_verdict.h); shared by every
   // communicator of the job generation. Empty: key_prefix + "failure/".
   std::string verdict_prefix;
+  // The group's first `servers` members are parameter servers (comm/ps), not
+  // ranks of the job: they connect only to the other members (workers) and
+  // those only to them, a star instead of a full mesh. Messages name them
+  // "server <i>". Only kolo's own TCP mesh builds stars.
+  int servers = 0;
 
+  // The job rank of a member; -1 for a server.
   int job_rank(int group_rank) const;
+  // "rank 3" or "server 1", as messages name the member.
+  std::string member_name(int group_rank) const;
+  // Whether members a and b have a connection of their own.
+  bool linked(int a, int b) const { return a != b && (servers == 0 || (a < servers) != (b < servers)); }
 };
 
 // A TCP communicator (gloo's, or kolo's own: comm/tcp/tcp_communicator.h), plus

@@ -37,7 +37,7 @@ Mesh::Mesh(const GlooGroup& group, store::StoreClient& store, const GlooNetwork&
       peer_timeout_(options.peer_timeout),
       state_("gloo",
              FailureVerdict(&store, group.verdict_prefix.empty() ? group.key_prefix + "failure/" : group.verdict_prefix,
-                            group.job_rank(group.rank)),
+                            group.member_name(group.rank)),
              [this] { close_connections(); }) {
   if (size_ < 1 || rank_ < 0 || rank_ >= size_)
     throw InvalidArgumentError("gloo communicator: rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
@@ -88,8 +88,8 @@ void Mesh::abort(const std::string& reason) {
 }
 
 std::string Mesh::judge(int job_rank, const std::string& what, const std::string& detail) const {
-  if (contains(detail, "Timed out")) return stalled_peer_message(job_rank, peer_timeout_, what);
-  return lost_peer_message(job_rank, what, detail);
+  if (contains(detail, "Timed out")) return stalled_peer_message(rank_name(job_rank), peer_timeout_, what);
+  return lost_peer_message(rank_name(job_rank), what, detail);
 }
 
 void Mesh::close_connections() {

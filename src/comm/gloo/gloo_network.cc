@@ -83,8 +83,14 @@ ListenAddress listen_address(const GlooNetwork& network) {
 }
 
 int GlooGroup::job_rank(int group_rank) const {
+  if (group_rank >= 0 && group_rank < servers) return -1;
   if (group_rank < 0 || job_ranks.empty() || group_rank >= static_cast<int>(job_ranks.size())) return group_rank;
   return job_ranks[group_rank];
+}
+
+std::string GlooGroup::member_name(int group_rank) const {
+  if (group_rank >= 0 && group_rank < servers) return "server " + std::to_string(group_rank);
+  return "rank " + std::to_string(job_rank(group_rank));
 }
 
 }  // namespace kolo::comm

@@ -1,14 +1,22 @@
 #include "comm/hierarchical/hierarchical_communicator.h"
 
+#include <algorithm>
+#include <cstring>
 #include <exception>
+#include <limits>
 #include <mutex>
 #include <numeric>
 #include <vector>
 
+#include "comm/hierarchical/self_sized_pack.h"
 #include "kolo/error.h"
 
 namespace kolo::comm {
 namespace {
+
+using hierarchical::max_pack_bytes;
+using hierarchical::pack_blocks;
+using hierarchical::unpack_blocks;
 
 enum class Part { Local, Cross, Flat };
 
@@ -33,7 +41,10 @@ class HierarchicalCommunicator final : public Communicator {
   int size() const override { return flat_->size(); }
   std::string name() const override { return "hierarchical"; }
 
-  void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op) override {
+  // The output, when shareable, keeps its placement for the host's last step (an
+  // allgatherv into it, which the shm communicator does in place of it).
+  void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
+                 Placement placement = {}) override {
     const int L = layout_.local_size, me = layout_.local_rank;
     const std::size_t es = element_size(dtype);
     std::vector<std::size_t> counts(L, count / L);
@@ -43,11 +54,11 @@ class HierarchicalCommunicator final : public Communicator {
     shard_.resize(bytes[me]);
     run(Part::Local, [&] { local_->reduce_scatter(send, shard_.data(), counts, dtype, op); });
     run(Part::Cross, [&] { cross_->allreduce(shard_.data(), shard_.data(), counts[me], dtype, op); });
-    run(Part::Local, [&] { local_->allgatherv(shard_.data(), bytes[me], recv, bytes); });
+    run(Part::Local, [&] { local_->allgatherv(shard_.data(), bytes[me], recv, bytes, {nullptr, placement.recv}); });
   }
 
-  void allgatherv(const void* send, std::size_t send_bytes, void* recv,
-                  std::span<const std::size_t> recv_bytes) override {
+  void allgatherv(const void* send, std::size_t send_bytes, void* recv, std::span<const std::size_t> recv_bytes,
+                  Placement placement = {}) override {
     if (recv_bytes.size() != static_cast<std::size_t>(size()))
       throw InvalidArgumentError("allgatherv: expected one size per rank (" + std::to_string(size()) + "), got " +
                                  std::to_string(recv_bytes.size()));
@@ -59,11 +70,84 @@ class HierarchicalCommunicator final : public Communicator {
     const std::size_t total = std::accumulate(host_bytes.begin(), host_bytes.end(), std::size_t{0});
     auto* out = static_cast<std::byte*>(recv);
     run(Part::Local, [&] {
-      local_->allgatherv(send, send_bytes, out + host_offset, recv_bytes.subspan(layout_.cross_rank * L, L));
+      local_->allgatherv(send, send_bytes, out + host_offset, recv_bytes.subspan(layout_.cross_rank * L, L),
+                         placement);
     });
     if (layout_.local_rank == 0)
       run(Part::Cross, [&] { cross_->allgatherv(out + host_offset, host_bytes[layout_.cross_rank], out, host_bytes); });
     run(Part::Local, [&] { local_->broadcast(out, total, 0); });
+  }
+
+  // Only the bytes each block uses move wherever the parts move only those:
+  // the blocks gather in the host, the leaders swap their hosts' blocks packed
+  // end to end, and each leader hands the whole job's pack to its host in one
+  // more self-sized step, in which the others offer empty packs.
+  std::size_t unpadded_block_bytes() const override {
+    constexpr std::size_t kAny = std::numeric_limits<std::size_t>::max();
+    const auto per_block = [](std::size_t unpadded, std::size_t blocks) {
+      const std::size_t room = max_pack_bytes(0, 0);
+      return unpadded > room ? (unpadded - room) / blocks : 0;
+    };
+    const auto n = static_cast<std::size_t>(size()), L = static_cast<std::size_t>(layout_.local_size);
+    const std::size_t through_host = L == 1 ? kAny : per_block(local_->unpadded_block_bytes(), n);
+    const std::size_t across = layout_.cross_size == 1 ? kAny : per_block(cross_->unpadded_block_bytes(), L);
+    return std::min(through_host, across);
+  }
+
+  // Carrying an operation moves each input once through its host and each
+  // host's inputs once across: the parts' own defaults bound it.
+  std::size_t eager_bytes_default() const override {
+    std::size_t bytes = std::numeric_limits<std::size_t>::max();
+    if (layout_.local_size > 1) bytes = std::min(bytes, local_->eager_bytes_default());
+    if (layout_.cross_size > 1) bytes = std::min(bytes, cross_->eager_bytes_default());
+    const std::size_t unpadded = unpadded_block_bytes();
+    if (unpadded == 0 || bytes == std::numeric_limits<std::size_t>::max()) return Communicator::eager_bytes_default();
+    return std::max(Communicator::eager_bytes_default(), std::min(bytes, unpadded / 4 / 8 * 8));
+  }
+
+  std::vector<SharedSetting> shared_settings() const override {
+    std::vector<SharedSetting> all;
+    const Communicator* parts[] = {local_.get(), cross_.get(), flat_.get()};
+    for (const Communicator* part : parts) {
+      for (auto& setting : part->shared_settings()) {
+        const bool seen = std::any_of(all.begin(), all.end(), [&](const auto& s) { return s.name == setting.name; });
+        if (!seen) all.push_back(std::move(setting));
+      }
+    }
+    return all;
+  }
+
+  void allgather_self_sized(const void* send, void* recv, std::size_t max_block) override {
+    if (max_block > unpadded_block_bytes()) return Communicator::allgather_self_sized(send, recv, max_block);
+    const int L = layout_.local_size, C = layout_.cross_size, host = layout_.cross_rank, n = size();
+    const bool leader = layout_.local_rank == 0;
+    auto* out = static_cast<std::byte*>(recv);
+    run(Part::Local, [&] {
+      local_->allgather_self_sized(send, out + static_cast<std::size_t>(host) * L * max_block, max_block);
+    });
+    if (C > 1 && leader) {
+      const std::size_t host_pack = max_pack_bytes(static_cast<std::size_t>(L), max_block);
+      pack_blocks(out, host * L, L, max_block, pack_);
+      packs_.resize(static_cast<std::size_t>(C) * host_pack);
+      run(Part::Cross, [&] { cross_->allgather_self_sized(pack_.data(), packs_.data(), host_pack); });
+      for (int h = 0; h < C; ++h) {
+        if (h != host)
+          unpack_blocks(packs_.data() + static_cast<std::size_t>(h) * host_pack, host_pack, h * L, L, max_block, out,
+                        job_rank(Part::Cross, h));
+      }
+    }
+    if (C == 1 || L == 1) return;
+    const std::size_t job_pack = max_pack_bytes(static_cast<std::size_t>(n), max_block);
+    if (leader) {
+      pack_blocks(out, 0, n, max_block, pack_);
+    } else {
+      pack_.resize(job_pack);
+      const std::uint32_t empty = sizeof empty;
+      std::memcpy(pack_.data(), &empty, sizeof empty);
+    }
+    packs_.resize(static_cast<std::size_t>(L) * job_pack);
+    run(Part::Local, [&] { local_->allgather_self_sized(pack_.data(), packs_.data(), job_pack); });
+    if (!leader) unpack_blocks(packs_.data(), job_pack, 0, n, max_block, out, job_rank(Part::Local, 0));
   }
 
   void broadcast(void* buffer, std::size_t bytes, int root) override {
@@ -143,6 +227,8 @@ class HierarchicalCommunicator final : public Communicator {
   std::unique_ptr<GlooCommunicator> flat_;
   FailureVerdict verdict_;
   std::vector<std::byte> shard_;
+  // allgather_self_sized's packs, kept across calls (the negotiation step runs it every cycle).
+  std::vector<std::byte> pack_, packs_;
   std::mutex mutex_;
   std::exception_ptr failure_;
 };

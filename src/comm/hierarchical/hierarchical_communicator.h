@@ -31,6 +31,10 @@ struct HostLayout {
 //              0) allgather the host blocks -> local broadcast from the leader
 //  broadcast:  cross broadcast among the root's local-rank peers -> local broadcast
 //  barrier:    local barrier -> leaders' cross barrier -> local barrier
+//  allgather_self_sized (the engine's negotiation step): local self-sized
+//              allgather -> leaders swap their hosts' blocks packed end to end
+//              (self_sized_pack.h) -> each leader hands the job's pack to its
+//              host in a local self-sized step; only the bytes used move
 // Every element of an allreduce is reduced once per host (in local rank order)
 // and once across hosts, by one rank each, so every rank gets the same bits.
 //

@@ -95,8 +95,13 @@ class MpiCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string name() const override { return "mpi"; }
+  // Ranks on either side of it would call different MPI collectives.
+  std::vector<SharedSetting> shared_settings() const override {
+    return {{"KOLO_MPI_SMALL_BYTES", static_cast<std::int64_t>(small_bytes_)}};
+  }
 
-  void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op) override {
+  void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
+                 Placement = {}) override {
     MPI_Op mpi_op = ops_->op(dtype, op);
     waiter_.check_usable();
     const std::size_t es = element_size(dtype);
@@ -137,8 +142,8 @@ class MpiCommunicator final : public Communicator {
     waiter_.wait(request, "MPI_Ireduce_scatter");
   }
 
-  void allgatherv(const void* send, std::size_t send_bytes, void* recv,
-                  std::span<const std::size_t> recv_bytes) override {
+  void allgatherv(const void* send, std::size_t send_bytes, void* recv, std::span<const std::size_t> recv_bytes,
+                  Placement = {}) override {
     check_sizes(recv_bytes.size(), "allgatherv");
     check_own_block(send_bytes, recv_bytes[rank_], "allgatherv");
     waiter_.check_usable();

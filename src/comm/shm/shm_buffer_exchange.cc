@@ -17,9 +17,9 @@ using File = BufferExchange::File;
 // peer's memory alive after the peer frees it).
 constexpr std::uint64_t kKeptPeerBytes = std::uint64_t{1} << 30;
 
-// Where `p` (`bytes` long) lies, if it is shareable memory.
-std::optional<File> file_of(const void* p, std::size_t bytes) {
-  const auto where = detail::find_shareable(p, bytes);
+// Where `buffer` lies, if its memory is shareable and holds it.
+std::optional<File> file_of(const BufferExchange::Local& buffer) {
+  const auto where = detail::locate(buffer.memory, buffer.data, buffer.bytes);
   if (!where) return std::nullopt;
   return File{where->fd, 0, where->inode, where->file_bytes, where->offset};
 }
@@ -66,14 +66,14 @@ bool BufferExchange::map_peers(ShmChannel& channel) {
   return std::all_of(all.begin(), all.end(), [](std::uint8_t v) { return v == 1; });
 }
 
-bool BufferExchange::exchange(ShmChannel& channel, const void* send, std::size_t send_bytes, void* recv,
-                              std::size_t recv_bytes, bool usable) {
+bool BufferExchange::exchange(ShmChannel& channel, Local send, Local recv, bool usable) {
   const int me = channel.rank();
+  const std::size_t send_bytes = send.bytes, recv_bytes = recv.bytes;
   // 1. Publish where this rank's buffers are.
   Published mine{};
   mine.pid = pid_;
-  const auto send_file = send_bytes > 0 ? file_of(send, send_bytes) : std::optional<File>(File{});
-  const auto recv_file = file_of(recv, recv_bytes);
+  const auto send_file = send_bytes > 0 ? file_of(send) : std::optional<File>(File{});
+  const auto recv_file = file_of(recv);
   if (usable && send_file && recv_file) {
     mine.usable = 1;
     mine.send = *send_file;
@@ -94,8 +94,8 @@ bool BufferExchange::exchange(ShmChannel& channel, const void* send, std::size_t
     last_table_ = table_;
     if (!last_mapped_) return false;
   }
-  sends_[me] = static_cast<std::byte*>(const_cast<void*>(send));
-  recvs_[me] = static_cast<std::byte*>(recv);
+  sends_[me] = static_cast<std::byte*>(const_cast<void*>(send.data));
+  recvs_[me] = static_cast<std::byte*>(const_cast<void*>(recv.data));
   return true;
 }
 

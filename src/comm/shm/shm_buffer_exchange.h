@@ -1,8 +1,9 @@
 // The first step of the collectives that work in place of the ranks' buffers
 // (shm_in_place.h): every rank publishes where its buffers lie in shareable
-// memory (memory/shareable_memory.h: shareable kolo::Buffers are memfds), and maps
-// its peers' (peer_mappings.h). Arriving at the step also says that the rank's
-// input is ready and its output free for the peers to write.
+// memory, as the call's placement says (comm/placement.h; shareable
+// kolo::Buffers are memfds: memory/shareable_memory.h), and maps its peers'
+// (peer_mappings.h). Arriving at the step also says that the rank's input is
+// ready and its output free for the peers to write.
 #pragma once
 
 #include <cstddef>
@@ -11,6 +12,7 @@
 
 #include "comm/shm/peer_mappings.h"
 #include "comm/shm/shm_channel.h"
+#include "memory/shareable_memory.h"
 
 namespace kolo::comm::shm {
 
@@ -33,15 +35,21 @@ class BufferExchange {
     bool operator==(const Published&) const = default;
   };
 
-  // Publishes this rank's buffers and maps every peer's. `send_bytes`: how much
-  // of every rank's send buffer the collective reads (0: the peers' send buffers
-  // are not read, and not published); `recv_bytes` the same of the receive
-  // buffers. `usable` is the caller's own condition (how its buffers overlap).
-  // Returns true when every rank's buffers are shareable, usable and mapped by
-  // every rank; false on every rank alike otherwise, nothing written. Every
-  // rank calls it with the same byte counts.
-  bool exchange(ShmChannel& channel, const void* send, std::size_t send_bytes, void* recv, std::size_t recv_bytes,
-                bool usable);
+  // One of this rank's buffers: where, how much of it the collective uses on
+  // every rank, and the shareable memory it lies in (null: plain memory).
+  struct Local {
+    const void* data;
+    std::size_t bytes;
+    const ShareableMemory* memory;
+  };
+
+  // Publishes this rank's buffers and maps every peer's. `send.bytes` 0: the
+  // peers' send buffers are not read, and not published. `usable` is the
+  // caller's own condition (how its buffers overlap). Returns true when every
+  // rank's buffers lie in shareable memory, are usable and mapped by every
+  // rank; false on every rank alike otherwise, nothing written. Every rank
+  // calls it with the same byte counts.
+  bool exchange(ShmChannel& channel, Local send, Local recv, bool usable);
 
   // Rank j's buffers as this rank maps them (its own as given), after exchange()
   // returned true.

@@ -31,10 +31,11 @@
 // acquire load of the counter).
 //
 // ALGORITHMS (shm_reductions.cc, shm_transfers.cc).
-// IN PLACE OF THE BUFFERS (>= mapped_bytes, when every rank's buffers are
-// shareable memory, as shareable kolo::Buffers are): no slots; each rank maps its
-// peers' buffers; allreduce reduces its piece from all inputs into all outputs,
-// allgatherv writes its block into every output (shm_in_place.h). Otherwise:
+// IN PLACE OF THE BUFFERS (>= mapped_bytes, when every rank's call places its
+// buffers in shareable memory, as views of shareable kolo::Buffers do): no
+// slots; each rank maps its peers' buffers; allreduce reduces its piece from all
+// inputs into all outputs, allgatherv writes its block into every output
+// (shm_in_place.h). Otherwise:
 // ALLREDUCE, large (> small_bytes). The buffer is cut into chunks of one slot;
 // each chunk into `size` segments (cache-line aligned), segment j owned by rank j.
 // Per chunk (one step), on rank r:
@@ -136,11 +137,12 @@ class ShmCommunicator final : public Communicator {
   int size() const override { return channel_->size(); }
   std::string name() const override { return "shm"; }
 
-  void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op) override {
+  void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
+                 Placement placement = {}) override {
     run("allreduce", [&] {
       check_reduction(dtype, op);
       if (count * element_size(dtype) >= channel_->mapped_bytes() &&
-          shm::allreduce_in_place(*channel_, exchange_, send, recv, count, dtype, op, srcs_)) {
+          shm::allreduce_in_place(*channel_, exchange_, send, recv, count, dtype, op, placement, srcs_)) {
         return;
       }
       const Region whole{send, recv, count};
@@ -155,7 +157,7 @@ class ShmCommunicator final : public Communicator {
       check_reduction(dtype, op);
       if (regions.size() == 1 && regions[0].count * element_size(dtype) >= channel_->mapped_bytes() &&
           shm::allreduce_in_place(*channel_, exchange_, regions[0].send, regions[0].recv, regions[0].count, dtype, op,
-                                  srcs_)) {
+                                  regions[0].placement, srcs_)) {
         return;
       }
       shm::allreduce(*channel_, RegionList(regions, element_size(dtype)), dtype, op, srcs_, run_srcs_);
@@ -172,14 +174,15 @@ class ShmCommunicator final : public Communicator {
     });
   }
 
-  void allgatherv(const void* send, std::size_t send_bytes, void* recv,
-                  std::span<const std::size_t> recv_bytes) override {
+  void allgatherv(const void* send, std::size_t send_bytes, void* recv, std::span<const std::size_t> recv_bytes,
+                  Placement placement = {}) override {
     run("allgatherv", [&] {
       check_per_rank(recv_bytes, "recv_bytes");
       check_own_size(send_bytes, recv_bytes);
       auto* const out = static_cast<std::byte*>(recv);
       if (std::accumulate(recv_bytes.begin(), recv_bytes.end(), std::size_t{0}) >= channel_->mapped_bytes() &&
-          shm::allgather_in_place(*channel_, exchange_, static_cast<const std::byte*>(send), out, recv_bytes)) {
+          shm::allgather_in_place(*channel_, exchange_, static_cast<const std::byte*>(send), out, recv_bytes,
+                                  placement.recv)) {
         return;
       }
       shm::gather(*channel_, static_cast<const std::byte*>(send), out, recv_bytes, -1);

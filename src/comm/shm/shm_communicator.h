@@ -17,9 +17,10 @@ namespace kolo::comm {
 // Tunables (read by rank 0, which records them in the segment for the others):
 //  KOLO_SHM_SLOT_BYTES   bytes per pipeline slot and rank (two slots each)
 //  KOLO_SHM_SMALL_BYTES  allreduce up to this size takes the one-step path
-//  KOLO_SHM_MAPPED_BYTES allreduce and allgatherv from this size over shareable
-//                        memory (shareable kolo::Buffers) on every rank work in
-//                        place of the ranks' buffers (shm_in_place.h; 0: never)
+//  KOLO_SHM_MAPPED_BYTES allreduce and allgatherv from this size whose buffers
+//                        every rank places in shareable memory (views of
+//                        shareable kolo::Buffers) work in place of the ranks'
+//                        buffers (shm_in_place.h; 0: never)
 //
 // Errors: InvalidArgumentError (bad rank/size/job id), kolo::Error (a stale
 // segment of the same name exists), TimeoutError (a rank did not show up),

@@ -25,11 +25,12 @@ void copy_out(void* dst, const void* src, std::size_t bytes, bool streaming) {
 }  // namespace
 
 bool allreduce_in_place(ShmChannel& channel, BufferExchange& exchange, const void* send, void* recv,
-                        std::size_t count, DataType dtype, ReduceOp op, std::span<const void*> srcs) {
+                        std::size_t count, DataType dtype, ReduceOp op, Placement placement,
+                        std::span<const void*> srcs) {
   const int n = channel.size(), me = channel.rank();
   const std::size_t es = element_size(dtype), bytes = count * es;
   const bool usable = send == recv || !overlaps(send, bytes, recv, bytes);
-  if (!exchange.exchange(channel, send, bytes, recv, bytes, usable)) return false;
+  if (!exchange.exchange(channel, {send, bytes, placement.send}, {recv, bytes, placement.recv}, usable)) return false;
   const Piece piece = piece_of(count, n, me, std::max<std::size_t>(1, kCacheLine / es));
   const std::size_t per_block = kBlockBytes / es;
   const bool streaming = bytes >= kStreamingOutputBytes;
@@ -45,14 +46,14 @@ bool allreduce_in_place(ShmChannel& channel, BufferExchange& exchange, const voi
 }
 
 bool allgather_in_place(ShmChannel& channel, BufferExchange& exchange, const std::byte* send, std::byte* recv,
-                        std::span<const std::size_t> sizes) {
+                        std::span<const std::size_t> sizes, const ShareableMemory* recv_memory) {
   const int n = channel.size(), me = channel.rank();
   thread_local std::vector<std::size_t> offsets;
   prefix_offsets(sizes, offsets);
   const std::size_t total = offsets[n], mine = sizes[me];
   const bool in_place = send == recv + offsets[me];
   const bool usable = in_place || !overlaps(send, mine, recv, total);
-  if (!exchange.exchange(channel, nullptr, 0, recv, total, usable)) return false;
+  if (!exchange.exchange(channel, {nullptr, 0, nullptr}, {recv, total, recv_memory}, usable)) return false;
   const bool streaming = total >= kStreamingOutputBytes;
   for (int d = 0; d < n; ++d) {
     std::byte* dst = exchange.recv_of((me + d) % n) + offsets[me];

@@ -1,11 +1,13 @@
-// COLLECTIVES IN PLACE OF THE RANKS' BUFFERS. When every rank's buffers lie in
-// shareable memory (shareable kolo::Buffers: memory/shareable_memory.h), the ranks
-// read and write each other's buffers where they are, instead of copying
-// through the segment's slots: no copy in between, and two synchronizations per
-// call (the publish step of shm_buffer_exchange.h, then a barrier, so that no
-// rank returns while a peer still reads or writes its buffers) instead of
-// counters per slot-sized chunk. Each returns false on every rank alike, having
-// written nothing, when some rank's buffers cannot take this path; the caller
+// COLLECTIVES IN PLACE OF THE RANKS' BUFFERS. When every rank's call says its
+// buffers lie in shareable memory (its placement, comm/placement.h: views of
+// shareable kolo::Buffers carry it, memory/shareable_memory.h), the ranks read
+// and write each other's buffers where they are, instead of copying through
+// the segment's slots: no copy in between, and two synchronizations per call
+// (the publish step of shm_buffer_exchange.h, then a barrier, so that no rank
+// returns while a peer still reads or writes its buffers) instead of counters
+// per slot-sized chunk. Each returns false on every rank alike, having written
+// nothing, when some rank's buffers cannot take this path (a buffer without
+// its placement, even one in shareable memory, is plain memory); the caller
 // then runs the slot algorithm.
 //
 // ALLREDUCE: rank r reduces its piece of the elements from every rank's input,
@@ -22,6 +24,7 @@
 #include <cstddef>
 #include <span>
 
+#include "comm/placement.h"
 #include "comm/shm/shm_buffer_exchange.h"
 #include "comm/shm/shm_channel.h"
 #include "kolo/types.h"
@@ -30,10 +33,12 @@ namespace kolo::comm::shm {
 
 // `srcs`: scratch for one pointer per rank.
 bool allreduce_in_place(ShmChannel& channel, BufferExchange& exchange, const void* send, void* recv,
-                        std::size_t count, DataType dtype, ReduceOp op, std::span<const void*> srcs);
+                        std::size_t count, DataType dtype, ReduceOp op, Placement placement,
+                        std::span<const void*> srcs);
 
-// `send` may be this rank's block of `recv` (in place) or apart from it.
+// `send` may be this rank's block of `recv` (in place) or apart from it; only
+// the output's memory matters (`recv_memory`: the shareable memory it lies in).
 bool allgather_in_place(ShmChannel& channel, BufferExchange& exchange, const std::byte* send, std::byte* recv,
-                        std::span<const std::size_t> sizes);
+                        std::span<const std::size_t> sizes, const ShareableMemory* recv_memory);
 
 }  // namespace kolo::comm::shm

@@ -35,8 +35,9 @@ class Mapping {
 struct SegmentConfig {
   std::size_t slot_bytes = 0;
   std::size_t small_bytes = 0;
-  // Allreduce and allgatherv of at least this many bytes over shareable memory
-  // on every rank read and write the ranks' buffers in place (shm_in_place.h).
+  // Allreduce and allgatherv of at least this many bytes whose buffers every
+  // rank places in shareable memory read and write the ranks' buffers in place
+  // (shm_in_place.h).
   std::size_t mapped_bytes = 0;
   // Step number the job starts at; every counter starts there. Only tests set it
   // (close to 2^32, to run through the counters' wraparound).

@@ -43,7 +43,7 @@ int poll_ms(Deadline deadline) {
 net::Fd connect_to(const MeshSetup& s, store::StoreClient& store, int peer, Deadline deadline) {
   const GlooGroup& g = *s.group;
   const int me = g.rank;
-  const std::string who = "rank " + std::to_string(g.job_rank(peer));
+  const std::string who = g.member_name(peer);
   store::Bytes value;
   try {
     value = store.get(address_key(s, peer), std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
@@ -91,10 +91,12 @@ class Acceptor {
   Acceptor(const MeshSetup& s, net::Fd listener, std::vector<net::Fd>& fds)
       : s_(s), listener_(std::move(listener)), fds_(fds) {}
 
-  // Until every higher rank is connected; TimeoutError at `deadline`.
+  // Until every higher linked member is connected; TimeoutError at `deadline`.
   void run(Deadline deadline) {
     const GlooGroup& g = *s_.group;
-    while (connected_ < g.size - 1 - g.rank) {
+    int expected = 0;
+    for (int r = g.rank + 1; r < g.size; ++r) expected += g.linked(g.rank, r) ? 1 : 0;
+    while (connected_ < expected) {
       if (Clock::now() >= deadline) throw TimeoutError(missing_ranks());
       std::vector<pollfd> fds{{listener_.get(), POLLIN, 0}};
       for (auto& p : pending_) fds.push_back({p.fd.get(), POLLIN, 0});
@@ -112,8 +114,8 @@ class Acceptor {
     const GlooGroup& g = *s_.group;
     std::string missing;
     for (int r = g.rank + 1; r < g.size; ++r)
-      if (!fds_[r].valid()) missing += (missing.empty() ? "" : ", ") + std::to_string(g.job_rank(r));
-    return "tcp: rank(s) " + missing + " did not connect within " + std::to_string(s_.connect_timeout.count()) +
+      if (g.linked(g.rank, r) && !fds_[r].valid()) missing += (missing.empty() ? "" : ", ") + g.member_name(r);
+    return "tcp: " + missing + " did not connect within " + std::to_string(s_.connect_timeout.count()) +
            " ms (KOLO_START_TIMEOUT)";
   }
 
@@ -158,9 +160,9 @@ class Acceptor {
     const GlooGroup& g = *s_.group;
     HelloVerdict v = check_hello(s_.keys, p->hello, p->challenge, g.rank);
     if (!v.refusal.empty()) return refuse(*p, v.refusal);
-    if (v.initiator <= g.rank || v.initiator >= g.size)
-      return refuse(*p, "it claims rank " + std::to_string(v.initiator) + ", which does not connect to this rank");
-    if (fds_[v.initiator].valid()) return refuse(*p, "rank " + std::to_string(v.initiator) + " is already connected");
+    if (v.initiator <= g.rank || v.initiator >= g.size || !g.linked(g.rank, v.initiator))
+      return refuse(*p, "it claims member " + std::to_string(v.initiator) + " of the group, which does not connect to this one");
+    if (fds_[v.initiator].valid()) return refuse(*p, g.member_name(v.initiator) + " is already connected");
     const Mac welcome = welcome_message(s_.keys, p->challenge, v.initiator_nonce, v.initiator, g.rank);
     if (::send(p->fd.get(), welcome.data(), welcome.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(welcome.size()))
       return refuse(*p, "it closed before the welcome");
@@ -170,7 +172,7 @@ class Acceptor {
   }
 
   bool refuse(Pending& p, const std::string& why) {
-    KOLO_LOG(Warning, "tcp: rank " << s_.group->job_rank(s_.group->rank) << " refused a connection from " << p.from
+    KOLO_LOG(Warning, "tcp: " << s_.group->member_name(s_.group->rank) << " refused a connection from " << p.from
                                    << ": " << why);
     p.fd.reset();
     return true;
@@ -198,10 +200,11 @@ std::vector<net::Fd> connect_mesh(const MeshSetup& s, store::StoreClient& store,
   const std::string published = publish_form(address.host, net::local_port(listener.get()));
   store.set(address_key(s, g.rank), store::Bytes(published.begin(), published.end()));
   std::vector<net::Fd> fds(static_cast<std::size_t>(g.size));
-  for (int peer = 0; peer < g.rank; ++peer) fds[peer] = connect_to(s, store, peer, deadline);
+  for (int peer = 0; peer < g.rank; ++peer)
+    if (g.linked(g.rank, peer)) fds[peer] = connect_to(s, store, peer, deadline);
   Acceptor(s, std::move(listener), fds).run(deadline);
   for (int peer = 0; peer < g.size; ++peer) {
-    if (peer == g.rank) continue;
+    if (!fds[peer].valid()) continue;
     net::set_nonblocking(fds[peer].get());
     net::set_no_delay(fds[peer].get());
   }

@@ -44,7 +44,7 @@ Mesh::Mesh(const GlooGroup& group, store::StoreClient& store, const GlooNetwork&
       spin_time_(spin_from_env()),
       state_("tcp",
              FailureVerdict(&store, group.verdict_prefix.empty() ? group.key_prefix + "failure/" : group.verdict_prefix,
-                            group.job_rank(group.rank)),
+                            group.member_name(group.rank)),
              [this] { close_all_hard(); }) {
   if (size_ < 1 || rank_ < 0 || rank_ >= size_)
     throw InvalidArgumentError("tcp communicator: rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
@@ -61,7 +61,7 @@ Mesh::Mesh(const GlooGroup& group, store::StoreClient& store, const GlooNetwork&
   setup.handshake_timeout = std::min(options.connect_timeout, std::chrono::milliseconds(5000));
   auto fds = connect_mesh(setup, store, network);
   for (int p = 0; p < size_; ++p) peers_[p].fd = std::move(fds[p]);
-  KOLO_LOG(Debug, "tcp: rank " << rank_ << " of " << size_ << " connected");
+  KOLO_LOG(Debug, "tcp: " << group_.member_name(rank_) << " connected (member " << rank_ << " of " << size_ << ")");
 }
 
 Mesh::~Mesh() = default;
@@ -111,7 +111,7 @@ bool Mesh::progress_sends(int peer, const char* what) {
     if (sent < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return moved;
-      fail(peer, lost_peer_message(group_.job_rank(peer), what, "send failed: " + errno_text(errno)));
+      fail(peer, lost_peer_message(group_.member_name(peer), what, "send failed: " + errno_text(errno)));
     }
     moved = true;
     auto left = static_cast<std::size_t>(sent);
@@ -157,10 +157,11 @@ bool Mesh::progress_recvs(int peer, const char* what) {
     if (got < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return moved;
-      fail(peer, lost_peer_message(group_.job_rank(peer), what, "receive failed: " + errno_text(errno)));
+      fail(peer, lost_peer_message(group_.member_name(peer), what, "receive failed: " + errno_text(errno)));
     }
-    if (got == 0) fail(peer, lost_peer_message(group_.job_rank(peer), what, "the connection was closed"));
+    if (got == 0) fail(peer, lost_peer_message(group_.member_name(peer), what, "the connection was closed"));
     moved = true;
+    received_ += static_cast<std::uint64_t>(got);
     consume_received(peer, static_cast<std::size_t>(got), what);
   }
   return moved;
@@ -178,7 +179,7 @@ void Mesh::consume_received(int peer, std::size_t left, const char* what) {
       const std::uint32_t want_sequence = t.expected_sequence;
       const bool length_ok = t.any_length ? t.header.bytes <= t.bytes + kMaxOverflow : t.header.bytes == t.bytes;
       if (t.header.magic != kFrameMagic || t.header.sequence != want_sequence || !length_ok)
-        fail(peer, "rank " + std::to_string(group_.job_rank(peer)) + " sent a malformed frame during " + what +
+        fail(peer, group_.member_name(peer) + " sent a malformed frame during " + what +
                        " (magic " + std::to_string(t.header.magic) + ", message " + std::to_string(t.header.sequence) +
                        " where " + std::to_string(want_sequence) + " was due, " + std::to_string(t.header.bytes) +
                        " bytes where " + std::to_string(t.bytes) + (t.any_length ? " at most" : "") +
@@ -196,13 +197,19 @@ void Mesh::consume_received(int peer, std::size_t left, const char* what) {
   }
 }
 
-void Mesh::wait(const std::size_t& unfinished, const char* what) {
+void Mesh::wait(const std::size_t& unfinished, const char* what, bool patient) {
   bool idle = false;
   Clock::time_point idle_since;
+  const std::uint64_t received_before = received_;
   while (unfinished > 0) {
     if (aborted_.load(std::memory_order_relaxed)) state_.throw_interrupted();
     const bool moved = progress_all(what);
     if (unfinished == 0) return;
+    if (patient && received_ != received_before) {
+      // Patience ends: every peer we still wait on is due from now.
+      patient = false;
+      for (int peer : busy_) touch(peers_[peer]);
+    }
     if (moved) {
       idle = false;
       continue;
@@ -218,7 +225,7 @@ void Mesh::wait(const std::size_t& unfinished, const char* what) {
       sched_yield();
       continue;
     }
-    block(what);
+    block(what, patient);
     idle = false;
   }
 }
@@ -247,7 +254,7 @@ void Mesh::progress() {
   if (!busy_.empty()) progress_all("a collective");
 }
 
-void Mesh::block(const char* what) {
+void Mesh::block(const char* what, bool patient) {
   std::vector<pollfd> fds{{wake_.get(), POLLIN, 0}};
   auto expiry = Clock::time_point::max();
   int first_due = -1;
@@ -257,6 +264,7 @@ void Mesh::block(const char* what) {
     if (!p.recvs.empty()) events |= POLLIN;
     if (!p.sends.empty()) events |= POLLOUT;
     fds.push_back({p.fd.get(), events, 0});
+    if (patient && p.sends.empty()) continue;
     if (p.last_progress + peer_timeout_ < expiry) {
       expiry = p.last_progress + peer_timeout_;
       first_due = peer;
@@ -264,7 +272,7 @@ void Mesh::block(const char* what) {
   }
   const auto now = Clock::now();
   if (first_due >= 0 && now >= expiry)
-    fail(first_due, stalled_peer_message(group_.job_rank(first_due), peer_timeout_, what));
+    fail(first_due, stalled_peer_message(group_.member_name(first_due), peer_timeout_, what));
   const auto left = std::chrono::ceil<std::chrono::milliseconds>(expiry - now).count();
   const int timeout = static_cast<int>(std::clamp<std::int64_t>(left, 0, 1000));
   if (::poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR)
@@ -276,6 +284,27 @@ void Mesh::abort(const std::string& reason) {
   aborted_.store(true);
   const std::uint64_t one = 1;
   [[maybe_unused]] auto rc = ::write(wake_.get(), &one, sizeof one);
+}
+
+void Mesh::send_final(const void* data, std::size_t bytes, std::chrono::milliseconds limit) {
+  try {
+    state_.check_usable();
+  } catch (const PeerFailureError&) {
+    return;  // the connections are closed
+  } catch (const ShutdownError&) {
+    // aborted, or stopped after a local error: the connections that are left may take it
+  }
+  if (!busy_.empty()) return;  // a frame would land in the middle of another
+  const net::Deadline deadline = net::deadline_after(limit);
+  for (auto& p : peers_) {
+    if (!p.fd.valid()) continue;
+    const FrameHeader header{kFrameMagic, p.send_sequence++, bytes};
+    try {
+      net::write_all(p.fd.get(), &header, sizeof header, deadline);
+      net::write_all(p.fd.get(), data, bytes, deadline);
+    } catch (const net::SocketError&) {
+    }
+  }
 }
 
 void Mesh::drop_queued() {
@@ -341,5 +370,7 @@ void Exchange::recv_any(int peer, void* data, std::size_t capacity, std::size_t*
 }
 
 void Exchange::wait() { mesh_.wait(unfinished_, what_); }
+
+void Exchange::wait_patiently() { mesh_.wait(unfinished_, what_, true); }
 
 }  // namespace kolo::comm::tcp

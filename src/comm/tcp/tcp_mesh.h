@@ -82,8 +82,16 @@ class Mesh final : public direct::Links {
 
   void post_send(int peer, Transfer& t);
   void post_recv(int peer, Transfer& t);
-  // Drives the connections until `unfinished` reaches 0.
-  void wait(const std::size_t& unfinished, const char* what);
+  // Drives the connections until `unfinished` reaches 0. `patient`: a peer with
+  // only receives queued is not timed out until some peer's bytes arrive (a
+  // parameter server so awaits the next push, which may be a whole computation
+  // away); from then on every peer's clock runs from that moment.
+  void wait(const std::size_t& unfinished, const char* what, bool patient = false);
+  // After abort(), at an orderly end: `bytes` of `data` as one last frame to
+  // every connected peer, written straight to the sockets within `limit`. Best
+  // effort and silent: nothing is sent after a failure or with transfers queued,
+  // and a peer already gone is skipped.
+  void send_final(const void* data, std::size_t bytes, std::chrono::milliseconds limit);
   // A batch is gone with transfers still queued (an error unwound it): the
   // streams are out of step, so everything queued is dropped and the mesh closed.
   void break_off();
@@ -119,8 +127,9 @@ class Mesh final : public direct::Links {
   void consume_received(int peer, std::size_t n, const char* what);
   // One pass over every busy connection; true when bytes moved.
   bool progress_all(const char* what);
-  // Sleeps until a connection can move, abort() fires, or a peer times out.
-  void block(const char* what);
+  // Sleeps until a connection can move, abort() fires, or a peer times out
+  // (while `patient`, only peers with sends queued do).
+  void block(const char* what, bool patient);
   void touch(Peer& p);
   [[noreturn]] void fail(int peer, const std::string& message);
   void drop_queued();
@@ -133,6 +142,7 @@ class Mesh final : public direct::Links {
   const std::chrono::nanoseconds spin_time_;
   std::vector<Peer> peers_;
   std::vector<int> busy_;  // peers with queued transfers
+  std::uint64_t received_ = 0;  // bytes received so far, for patient waits
   net::Fd wake_;           // eventfd written by abort()
   std::atomic<bool> aborted_{false};
   direct::FailureState state_;
@@ -151,6 +161,8 @@ class Exchange final : public direct::Batch {
   // Sends `bytes` even when 0, matching a recv_any.
   void send_always(int peer, const void* data, std::size_t bytes);
   void wait() override;
+  // wait(), with no timeout until some peer's bytes arrive (Mesh::wait's patience).
+  void wait_patiently();
 
  private:
   Transfer& add(void* data, std::size_t bytes);

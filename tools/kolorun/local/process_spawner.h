@@ -32,6 +32,9 @@ struct LaunchSpec {
   std::string label;
   // The CPUs it may run on (see cpu_binding.h); empty: kolorun's own affinity.
   std::vector<int> cpus;
+  // >= 0: parameter server `server` (kolo-server), not a rank: it serves the
+  // ranks, and is stopped once they have all ended (job_supervisor.h).
+  int server = -1;
 };
 
 // A started rank. It leads its own process group (pgid == pid), so signalling

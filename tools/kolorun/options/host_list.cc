@@ -61,8 +61,8 @@ void add_merged(std::vector<HostSlots>& hosts, HostSlots entry, const std::strin
   hosts.push_back(std::move(entry));
 }
 
-HostSlots parse_list_entry(const std::string& entry) {
-  const std::string where = "-H entry '" + entry + "'";
+HostSlots parse_list_entry(const std::string& entry, const std::string& flag) {
+  const std::string where = flag + " entry '" + entry + "'";
   HostSlots parsed;
   auto colon = entry.rfind(':');
   parsed.host = entry.substr(0, colon);
@@ -104,13 +104,13 @@ bool is_this_host(const std::string& host) {
   return host == "localhost" || host == "127.0.0.1" || host == this_hostname();
 }
 
-std::vector<HostSlots> parse_host_list(const std::string& text) {
-  if (text.empty() || text.back() == ',') throw UsageError("-H '" + text + "' has an empty entry");
+std::vector<HostSlots> parse_host_list(const std::string& text, const std::string& flag) {
+  if (text.empty() || text.back() == ',') throw UsageError(flag + " '" + text + "' has an empty entry");
   std::vector<HostSlots> hosts;
   std::stringstream stream(text);
   for (std::string entry; std::getline(stream, entry, ',');) {
-    if (entry.empty()) throw UsageError("-H '" + text + "' has an empty entry");
-    add_merged(hosts, parse_list_entry(entry), "-H '" + text + "'");
+    if (entry.empty()) throw UsageError(flag + " '" + text + "' has an empty entry");
+    add_merged(hosts, parse_list_entry(entry, flag), flag + " '" + text + "'");
   }
   return hosts;
 }

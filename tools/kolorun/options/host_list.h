@@ -15,8 +15,8 @@ struct HostSlots {
 
 // Parses "host:slots,host:slots" (slots default to 1). Entries naming the same
 // host are merged; every alias of this machine (localhost, 127.0.0.1, its hostname)
-// counts as one host named by its hostname. Throws UsageError.
-std::vector<HostSlots> parse_host_list(const std::string& text);
+// counts as one host named by its hostname. Throws UsageError, naming `flag`.
+std::vector<HostSlots> parse_host_list(const std::string& text, const std::string& flag = "-H");
 
 // Reads a hostfile: one host a line, "host" or "host slots=N"; '#' starts a
 // comment; blank lines are skipped. Merges like parse_host_list. Throws

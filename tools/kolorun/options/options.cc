@@ -111,6 +111,15 @@ const std::vector<FlagSpec>& flag_table() {
        [](ParsedCommandLine& p, const std::string& name, const std::string& v) {
          p.options.mpi_args = split_words(name, v);
        }},
+      {{"--num-servers"}, true,
+       [](ParsedCommandLine& p, const std::string& name, const std::string& v) {
+         p.options.num_servers = parse_positive_int(name, v);
+       }},
+      {{"--server-hosts"}, true,
+       [](ParsedCommandLine& p, const std::string& name, const std::string& v) {
+         if (v.empty()) throw UsageError(name + " needs a host list such as node3:1,node4:1");
+         p.options.server_hosts = v;
+       }},
       {{"--gloo"}, false, [](ParsedCommandLine&, const std::string&, const std::string&) {}},
       {{"--verbose"}, false, [](ParsedCommandLine& p, const std::string&, const std::string&) { p.options.verbose = true; }},
       {{"--no-tag-output"}, false,
@@ -153,6 +162,10 @@ void check_combination(const LaunchOptions& o) {
   }
   if (!o.mpi_args.empty() && !o.mpi) throw UsageError("--mpi-args needs --mpi");
   if (o.mpi && !o.ssh_options.empty()) throw UsageError("--ssh-option cannot be used with --mpi (use --mpi-args)");
+  if (o.mpi && (o.num_servers || !o.server_hosts.empty()))
+    throw UsageError("--num-servers and --server-hosts cannot be used with --mpi (kolorun starts the servers itself)");
+  if (!o.server_hosts.empty() && !o.num_servers)
+    throw UsageError("--server-hosts needs --num-servers (how many servers to place on those hosts)");
 }
 
 }  // namespace
@@ -232,6 +245,10 @@ options:
   --mpi                 hand the job to Open MPI's mpirun (kolorun keeps the store);
                         the ranks use MPI unless KOLO_BACKEND says otherwise
   --mpi-args ARGS       extra words for mpirun (with --mpi)
+  --num-servers K       reduce the ranks' allreduces through K parameter servers
+                        (kolo-server, next to kolorun) instead of among the ranks
+  --server-hosts LIST   where the servers run, e.g. node5:1,node6:1 (filled in
+                        order); without it, on the ranks' hosts in turn
   --gloo                accepted for horovodrun compatibility (the default)
   --verbose             print the launch plan and each rank's exit
   --no-tag-output       do not prefix output lines with [rank]<stdout>: / [rank]<stderr>:

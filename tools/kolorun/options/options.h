@@ -45,6 +45,12 @@ struct LaunchOptions {
   // After asking the ranks to stop (SIGTERM or a forwarded signal), how long they
   // may take before they are killed.
   std::chrono::milliseconds kill_grace{5000};
+  // --num-servers: parameter servers (kolo-server processes) that reduce the
+  // workers' allreduces; absent: none, the ranks allreduce among themselves.
+  std::optional<int> num_servers;
+  // --server-hosts: "host:servers,..." where the servers run (filled in order);
+  // empty: on the ranks' hosts in turn (co-located).
+  std::string server_hosts;
   // PROGRAM and its arguments.
   std::vector<std::string> command;
 };

@@ -43,9 +43,38 @@ std::optional<std::string> lookup(const std::vector<std::string>& env, const std
   return std::nullopt;
 }
 
+namespace {
+
+using Variables = std::vector<std::pair<std::string, std::string>>;
+
+// KOLO_HOST_ADDR and KOLO_IFACE of a process on `host`.
+void add_host_variables(Variables& vars, const std::string& host, const JobIdentity& job) {
+  if (auto address = job.host_addresses.find(host); address != job.host_addresses.end())
+    vars.emplace_back("KOLO_HOST_ADDR", address->second);
+  if (!job.network_interface.empty()) vars.emplace_back("KOLO_IFACE", job.network_interface);
+}
+
+// `base` without the variables kolorun sets, then kolorun's.
+std::vector<std::string> laid_over(const std::vector<std::string>& base, const Variables& vars) {
+  auto set_by_kolorun = [&](const std::string& entry) {
+    auto name = entry.substr(0, entry.find('='));
+    for (const auto& [var, value] : vars)
+      if (var == name) return true;
+    return false;
+  };
+  std::vector<std::string> env;
+  for (const auto& entry : base) {
+    if (!set_by_kolorun(entry)) env.push_back(entry);
+  }
+  for (const auto& [var, value] : vars) env.push_back(var + "=" + value);
+  return env;
+}
+
+}  // namespace
+
 std::vector<std::string> make_rank_environment(const std::vector<std::string>& base, const RankPlacement& rank,
                                                int size, const JobIdentity& job) {
-  std::vector<std::pair<std::string, std::string>> kolo_vars = {
+  Variables kolo_vars = {
       {"KOLO_RANK", std::to_string(rank.rank)},
       {"KOLO_SIZE", std::to_string(size)},
       {"KOLO_LOCAL_RANK", std::to_string(rank.local_rank)},
@@ -59,9 +88,8 @@ std::vector<std::string> make_rank_environment(const std::vector<std::string>& b
       {"KOLO_LAUNCHER", job.launcher},
       {"KOLO_CPU_BIND", job.cpu_binding},
   };
-  if (auto address = job.host_addresses.find(rank.host); address != job.host_addresses.end())
-    kolo_vars.emplace_back("KOLO_HOST_ADDR", address->second);
-  if (!job.network_interface.empty()) kolo_vars.emplace_back("KOLO_IFACE", job.network_interface);
+  add_host_variables(kolo_vars, rank.host, job);
+  if (job.num_servers > 0) kolo_vars.emplace_back("KOLO_NUM_SERVERS", std::to_string(job.num_servers));
   if (!job.flight_dir.empty()) kolo_vars.emplace_back("KOLO_FLIGHT_RECORDER_DIR", job.flight_dir);
   // What horovodrun sets, for scripts written for Horovod that read it.
   kolo_vars.insert(kolo_vars.end(), {
@@ -73,19 +101,32 @@ std::vector<std::string> make_rank_environment(const std::vector<std::string>& b
       {"HOROVOD_CROSS_SIZE", std::to_string(rank.cross_size)},
       {"HOROVOD_HOSTNAME", rank.host},
   });
-  auto set_by_kolorun = [&](const std::string& entry) {
-    auto name = entry.substr(0, entry.find('='));
-    for (const auto& [var, value] : kolo_vars)
-      if (var == name) return true;
-    return false;
-  };
+  return laid_over(base, kolo_vars);
+}
 
+std::vector<std::string> make_server_environment(const std::vector<std::string>& base, int server,
+                                                 const std::string& host, int size, const JobIdentity& job) {
+  Variables kolo_vars = {
+      {"KOLO_SERVER_RANK", std::to_string(server)},
+      {"KOLO_NUM_SERVERS", std::to_string(job.num_servers)},
+      {"KOLO_SIZE", std::to_string(size)},
+      {"KOLO_CROSS_SIZE", std::to_string(job.hosts)},
+      {"KOLO_HOSTNAME", host},
+      {"KOLO_JOB_ID", job.job_id},
+      {"KOLO_STORE_ADDR", job.store_addr},
+      {"KOLO_SECRET", job.secret},
+      {"KOLO_LAUNCHER", job.launcher},
+  };
+  add_host_variables(kolo_vars, host, job);
   std::vector<std::string> env;
+  // A rank's identity in kolorun's own environment (a job started by a rank)
+  // would be misread as this server's.
   for (const auto& entry : base) {
-    if (!set_by_kolorun(entry)) env.push_back(entry);
+    const std::string name = variable_name(entry);
+    if (name != "KOLO_RANK" && name != "KOLO_LOCAL_RANK" && name != "KOLO_LOCAL_SIZE" && name != "KOLO_CROSS_RANK")
+      env.push_back(entry);
   }
-  for (const auto& [var, value] : kolo_vars) env.push_back(var + "=" + value);
-  return env;
+  return laid_over(env, kolo_vars);
 }
 
 }  // namespace kolorun

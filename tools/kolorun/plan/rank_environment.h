@@ -23,6 +23,10 @@ struct JobIdentity {
   std::map<std::string, std::string> host_addresses;
   // KOLO_LAUNCHER: "kolorun", or "mpirun" for the ranks mpirun starts for --mpi.
   std::string launcher = "kolorun";
+  // Parameter servers (KOLO_NUM_SERVERS for every rank, when there are any), and
+  // how many hosts the whole job spans (a server's KOLO_CROSS_SIZE).
+  int num_servers = 0;
+  int hosts = 1;
 };
 
 // A fresh random job id: 16 hex characters from the kernel's random source.
@@ -33,6 +37,13 @@ std::string make_job_id();
 // `rank`.
 std::vector<std::string> make_rank_environment(const std::vector<std::string>& base, const RankPlacement& rank,
                                                int size, const JobIdentity& job);
+
+// The environment of parameter server `server` on `host` of a job of `size`
+// ranks: `base` as above, then KOLO_SERVER_RANK, KOLO_NUM_SERVERS, KOLO_SIZE (the
+// ranks), the job's store, id and secret, and the host's address variables
+// (what kolo-server reads).
+std::vector<std::string> make_server_environment(const std::vector<std::string>& base, int server,
+                                                 const std::string& host, int size, const JobIdentity& job);
 
 // The entries of a NULL-terminated environment block.
 std::vector<std::string> environment_entries(const char* const* env);

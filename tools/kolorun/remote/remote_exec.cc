@@ -171,12 +171,15 @@ class RankWatch {
   std::optional<int> status_;
 };
 
-// This rank's processes on this host: other ranks of the job may run here too,
-// each under a --remote-exec of its own that cleans up after it.
-WatchdogDuty rank_watchdog_duty(const std::string& job_id, int rank) {
+// This rank's (or parameter server's) processes on this host: other ranks of
+// the job may run here too, each under a --remote-exec of its own that cleans
+// up after it.
+WatchdogDuty rank_watchdog_duty(const std::string& job_id, const std::vector<std::string>& env, int rank) {
   WatchdogDuty duty;
   if (job_id.empty()) return duty;  // no entries: nothing matches
-  duty.processes.entries = {"KOLO_JOB_ID=" + job_id, "KOLO_RANK=" + std::to_string(rank)};
+  const auto server = lookup(env, "KOLO_SERVER_RANK");
+  duty.processes.entries = {"KOLO_JOB_ID=" + job_id,
+                            server ? "KOLO_SERVER_RANK=" + *server : "KOLO_RANK=" + std::to_string(rank)};
   duty.job_id = job_id;
   duty.segments_leased = true;
   return duty;
@@ -202,7 +205,7 @@ int start_and_watch(const RemoteSpec& spec, const std::string& early_control, Si
     const std::string job_id = lookup(env, "KOLO_JOB_ID").value_or("");
     // Before the lease: a watchdog that inherited its descriptor would hold the
     // lease after this process died.
-    JobWatchdog watchdog(rank_watchdog_duty(job_id, spec.rank));
+    JobWatchdog watchdog(rank_watchdog_duty(job_id, env, spec.rank));
     HostJobLease lease(job_id);
     RankProcess process = start_process(launch, ProcessStdio{dev_null.get(), false});
     const int status = RankWatch(spec, process.pid, signals).run(early_control);

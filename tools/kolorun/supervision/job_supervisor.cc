@@ -52,6 +52,7 @@ constexpr milliseconds kRemoteKillWait{3000};
 
 struct RankState {
   int rank = 0;
+  int server = -1;  // >= 0: a parameter server, not a rank
   pid_t pid = -1;
   std::string label;  // empty: "rank N (pid P)"
   bool running = false;
@@ -67,8 +68,12 @@ struct RankState {
   bool awaiting_start() const { return start_word && !start_word->seen() && start_deadline.has_value(); }
 
   std::string who() const {
-    return label.empty() ? "rank " + std::to_string(rank) + " (pid " + std::to_string(pid) + ")" : label;
+    if (!label.empty()) return label;
+    return (server >= 0 ? "server " + std::to_string(server) : "rank " + std::to_string(rank)) + " (pid " +
+           std::to_string(pid) + ")";
   }
+  // The tag of its output lines: "3" or "server 1".
+  std::string tag() const { return server >= 0 ? "server " + std::to_string(server) : std::to_string(rank); }
   // "rank 2 (pid 7) exited with code 3" / "rank 2 on host h1: exited with code 3"
   std::string event(const std::string& what) const { return who() + (label.empty() ? " " : ": ") + what; }
 };
@@ -106,6 +111,7 @@ struct JobSupervisor::Impl {
   // Between asking the ranks for their flight records and reading them.
   std::optional<Clock::time_point> flight_deadline;
   bool stop_after_flight = false;  // stop the job once the records are in
+  bool servers_told = false;  // every rank has ended and the servers were asked to stop
   bool output_lost[2] = {false, false};  // by stream: a write failed other than for a closed reader
   std::unique_ptr<HeartbeatSender> heartbeats;  // only when some rank is remote
 
@@ -197,6 +203,7 @@ struct JobSupervisor::Impl {
       if (stopping) break;
       RankState state;
       state.rank = spec.rank;
+      state.server = spec.server;
       try {
         RankProcess process = spawner.spawn(spec);
         state.pid = process.pid;
@@ -218,8 +225,8 @@ struct JobSupervisor::Impl {
         break;
       }
       state.running = true;
-      state.relays[kStdout] = std::make_unique<LineRelay>(line_prefix(spec.rank, "stdout", settings.tag_output), out);
-      state.relays[kStderr] = std::make_unique<LineRelay>(line_prefix(spec.rank, "stderr", settings.tag_output), err);
+      state.relays[kStdout] = std::make_unique<LineRelay>(line_prefix(state.tag(), "stdout", settings.tag_output), out);
+      state.relays[kStderr] = std::make_unique<LineRelay>(line_prefix(state.tag(), "stderr", settings.tag_output), err);
       if (settings.verbose) {
         report(state.label.empty() ? state.event("started")
                                    : state.label + " started (local pid " + std::to_string(state.pid) + ")");
@@ -246,7 +253,8 @@ struct JobSupervisor::Impl {
       if (code == 0) code = kExitHostUnreachable;
     }
     std::string text = r.event(how);
-    bool failed = code != 0;
+    // A server asked to stop because the ranks are done has not failed, however it ends.
+    bool failed = code != 0 && !(r.server >= 0 && servers_told);
     if (failed && !stopping && !stop_after_flight) {
       stop_job_after_records(code, text);
     } else if (settings.verbose) {
@@ -346,6 +354,26 @@ struct JobSupervisor::Impl {
     return false;
   }
 
+  bool any_rank_running() const {
+    for (const auto& r : ranks)
+      if (r.running && r.server < 0) return true;
+    return false;
+  }
+
+  // Parameter servers serve the ranks until the job ends: once every rank has
+  // ended they are asked to stop, and killed after the grace like any process.
+  void stop_servers_after_ranks() {
+    if (servers_told || any_rank_running()) return;
+    servers_told = true;
+    bool any = false;
+    for (auto& r : ranks) {
+      if (!r.running || r.server < 0) continue;
+      signal_rank(r, SIGTERM);
+      any = true;
+    }
+    if (any && !kill_deadline) kill_deadline = Clock::now() + settings.kill_grace;
+  }
+
   bool any_stream_open() const {
     for (const auto& r : ranks)
       if (r.pipes[kStdout].valid() || r.pipes[kStderr].valid()) return true;
@@ -353,6 +381,7 @@ struct JobSupervisor::Impl {
   }
 
   void check_deadlines(Clock::time_point now) {
+    stop_servers_after_ranks();
     if (job_deadline && !stopping && !stop_after_flight && now >= *job_deadline) {
       stop_job_after_records(kExitTimeout, "the job did not finish within " + seconds_text(*settings.timeout) +
                                                 " (--timeout); stopping it");

@@ -69,11 +69,11 @@ void LineRelay::emit_partial() {
   partial_.clear();
 }
 
-std::string line_prefix(int rank, const char* stream_name, bool tag_output) {
+std::string line_prefix(const std::string& tag, const char* stream_name, bool tag_output) {
   if (!tag_output) return "";
   // Appended piece by piece: GCC 12 warns falsely (-Wrestrict) on "[" + std::string.
   std::string prefix("[");
-  prefix.append(std::to_string(rank)).append("]<").append(stream_name).append(">:");
+  prefix.append(tag).append("]<").append(stream_name).append(">:");
   return prefix;
 }
 

@@ -51,6 +51,6 @@ class LineRelay {
 };
 
 // "[rank]<stdout>:" or "" without tagging.
-std::string line_prefix(int rank, const char* stream_name, bool tag_output);
+std::string line_prefix(const std::string& tag, const char* stream_name, bool tag_output);
 
 }  // namespace kolorun
