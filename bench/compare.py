@@ -25,8 +25,7 @@ import time
 # kolo did not allocate (aligned_alloc, as a tensor library's).
 # kolo-tcp / kolo-gloo: the TCP communicators alone (KOLO_BACKEND=tcp / gloo, also
 # on one host); kolo-api-tcp / kolo-api-gloo: the public API over them.
-KOLO_PROGRAMS = ("kolo-comm", "kolo-comm-plain", "kolo-api", "kolo-api-plain", "kolo-gloo", "kolo-tcp",
-                 "kolo-api-gloo", "kolo-api-tcp")
+# Every kolo program's name starts with "kolo-"; the others are its peers.
 
 
 def parse_bytes(text):
@@ -115,7 +114,7 @@ def find_programs(args):
         name = f"gloo-{short.get(algorithm, algorithm)}"
         if algorithm and want(name, gloo_bench) and (algorithm == "ring" or args.op == "allreduce"):
             programs.append(Program(name, lambda n, a=algorithm: kolorun_argv(n, gloo_bench, "--algorithm", a)))
-    if not any(p.name in KOLO_PROGRAMS for p in programs):
+    if not any(is_kolo(p.name) for p in programs):
         sys.exit("compare.py: kolo-bench is not built (cmake --build BUILD --target kolo-bench kolorun)")
     return programs
 
@@ -148,25 +147,32 @@ def rows_of(run, op):
             for r in run["result"]["results"]]
 
 
-def collect(programs, args):
+def interleaved(programs, args):
+    """(round index, chunk of sizes, program) in the order to run them: every program
+    on a chunk, then the next chunk, the whole sweep --rounds times."""
     sizes = args.sizes or sweep_sizes(args.min_bytes, args.max_bytes, args.step_factor)
     chunks = [sizes[i:i + args.sizes_per_run] for i in range(0, len(sizes), args.sizes_per_run)]
+    for round_index in range(args.rounds):
+        for chunk_index, chunk in enumerate(chunks):
+            # Rotate the order so that no program always runs first after a pause.
+            shift = (chunk_index + round_index) % len(programs)
+            for program in programs[shift:] + programs[:shift]:
+                yield round_index, chunk, program
+
+
+def collect(programs, args):
     rows, raw = [], []
     for n in args.ranks:
-        for round_index in range(args.rounds):
-            for chunk_index, chunk in enumerate(chunks):
-                # Rotate the order so that no program always runs first after a pause.
-                shift = (chunk_index + round_index) % len(programs)
-                for program in programs[shift:] + programs[:shift]:
-                    started = time.time()
-                    result = run_one(program, n, chunk, args)
-                    if result is None:
-                        continue
-                    raw.append({"program": program.name, "ranks": n, "round": round_index, "result": result})
-                    rows += rows_of(raw[-1], args.op)
-                    if args.verbose:
-                        print(f"# {program.name} n={n} {chunk[0]}..{chunk[-1]} B in {time.time() - started:.1f} s",
-                              file=sys.stderr)
+        for round_index, chunk, program in interleaved(programs, args):
+            started = time.time()
+            result = run_one(program, n, chunk, args)
+            if result is None:
+                continue
+            raw.append({"program": program.name, "ranks": n, "round": round_index, "result": result})
+            rows += rows_of(raw[-1], args.op)
+            if args.verbose:
+                print(f"# {program.name} n={n} {chunk[0]}..{chunk[-1]} B in {time.time() - started:.1f} s",
+                      file=sys.stderr)
     return rows, raw
 
 
@@ -177,11 +183,11 @@ def busbw_of(row, stat, op, n):
     return row["bytes"] / (t * 1e3) * factor if t > 0 else 0.0
 
 
-def summarize(rows, programs, args):
-    """Per rank count: {bytes: {program: (busbw, time_us)}}, best over rounds."""
+def summarize(rows, args, key=lambda row: row["ranks"]):
+    """Per key (the rank count): {bytes: {program: (busbw, time_us)}}, best over rounds."""
     table = {}
     for r in rows:
-        cell = table.setdefault(r["ranks"], {}).setdefault(r["bytes"], {})
+        cell = table.setdefault(key(r), {}).setdefault(r["bytes"], {})
         bw = busbw_of(r, args.stat, args.op, r["ranks"])
         t = r["time_us"] if args.stat == "mean" else r[f"{args.stat}_us"]
         cell.setdefault(r["program"], []).append((bw, t))
@@ -195,13 +201,22 @@ def summarize(rows, programs, args):
     return table
 
 
-def print_tables(table, programs, args):
-    names = [p.name for p in programs]
-    peers = [n for n in names if n not in KOLO_PROGRAMS]
-    kolos = [n for n in names if n in KOLO_PROGRAMS]
-    for n, sizes in sorted(table.items()):
+def is_kolo(name):
+    return name.startswith("kolo-")
+
+
+def print_tables(table, names, args, title=lambda key: f"{key} ranks"):
+    """One busbw table per key of `table` (rank counts in order; other keys as given),
+    with the programs that ran for that key."""
+    keys = sorted(table) if all(isinstance(k, int) for k in table) else list(table)
+    all_names = names
+    for key in keys:
+        sizes = table[key]
+        names = [x for x in all_names if any(x in cell for cell in sizes.values())]
+        peers = [n for n in names if not is_kolo(n)]
+        kolos = [n for n in names if is_kolo(n)]
         bound = ", kolo and gloo ranks bound to cores" if args.bind else ""
-        print(f"\n## {args.op}, {n} ranks{bound}: busbw (GB/s) from the {args.stat} iteration time "
+        print(f"\n## {args.op}, {title(key)}{bound}: busbw (GB/s) from the {args.stat} iteration time "
               f"({args.pick} of {args.rounds} round(s)); ratio = kolo / best peer")
         head = f"{'bytes':>11} " + " ".join(f"{x:>10}" for x in names) + f" {'best peer':>10}"
         head += "".join(f" {k + '/best':>15}" for k in kolos)
@@ -220,74 +235,101 @@ def print_tables(table, programs, args):
         print(f"# latency at {smallest} B ({args.stat}, us): {lat}")
 
 
-def write_outputs(rows, raw, table, programs, args):
+def write_outputs(rows, raw, table, names, args, prefix="compare", stem=lambda key: f"n{key}", meta=None,
+                  extra_columns=lambda key: {}):
+    """PREFIX-<op>.json (the raw runs and `meta`), PREFIX-<op>.csv (every row) and,
+    for plot.sh, per key of `table` PREFIX-<op>-<stem>.csv (busbw, GB/s) and
+    ...-time.csv (us): a column per program, plus `extra_columns(key)` ({name: value})
+    in the busbw table."""
     os.makedirs(args.out, exist_ok=True)
-    base = os.path.join(args.out, f"compare-{args.op}")
+    base = os.path.join(args.out, f"{prefix}-{args.op}")
     with open(base + ".json", "w") as f:
-        json.dump({"op": args.op, "stat": args.stat, "ranks": args.ranks, "bind": args.bind, "runs": raw}, f)
+        json.dump(dict({"op": args.op, "stat": args.stat, "ranks": args.ranks, "bind": args.bind}, **(meta or {}),
+                       runs=raw), f)
     with open(base + ".csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0].keys()) if rows else ["op"])
         w.writeheader()
         w.writerows(rows)
-    names = [p.name for p in programs]
-    # Wide tables for plot.sh: busbw (GB/s) and time (us) per size, a column per program.
-    for n, sizes in table.items():
+    for key, sizes in table.items():
+        here = [x for x in names if any(x in cell for cell in sizes.values())]
         for suffix, index, fmt in (("", 0, "{:.6f}"), ("-time", 1, "{:.3f}")):
-            with open(f"{base}-n{n}{suffix}.csv", "w", newline="") as f:
+            extra = extra_columns(key) if index == 0 else {}
+            with open(f"{base}-{stem(key)}{suffix}.csv", "w", newline="") as f:
                 w = csv.writer(f)
-                w.writerow(["bytes"] + names)
+                w.writerow(["bytes"] + here + list(extra))
                 for b in sorted(sizes):
-                    w.writerow([b] + [fmt.format(sizes[b][x][index]) if x in sizes[b] else "" for x in names])
-    print(f"\n# wrote {base}.json, {base}.csv, {base}-n<N>.csv and {base}-n<N>-time.csv", file=sys.stderr)
+                    w.writerow([b] + [fmt.format(sizes[b][x][index]) if x in sizes[b] else "" for x in here] +
+                               [fmt.format(v) for v in extra.values()])
+    print(f"\n# wrote {base}.json, {base}.csv and {base}-<config>[-time].csv", file=sys.stderr)
+
+
+def add_sweep_arguments(ap, max_bytes, step_factor, warmup, iters, budget, stat, timeout, out):
+    """The flags compare.py and compare_hosts.py share, with each one's defaults."""
+    ap.add_argument("--build", default="build", help="CMake build folder (build)")
+    ap.add_argument("--op", default="allreduce",
+                    choices=["allreduce", "allgather", "broadcast", "alltoall", "reducescatter"])
+    ap.add_argument("--sizes", default="", help="comma-separated sizes (e.g. 8,4K,64M) instead of the sweep below")
+    ap.add_argument("--min-bytes", default="8")
+    ap.add_argument("--max-bytes", default=max_bytes)
+    ap.add_argument("--step-factor", type=float, default=step_factor)
+    ap.add_argument("--warmup", type=int, default=warmup)
+    ap.add_argument("--iters", type=int, default=iters)
+    ap.add_argument("--budget-bytes", default=budget, help=f"cap iters x size per size ({budget})")
+    ap.add_argument("--sizes-per-run", type=int, default=4, help="sizes per program launch (4)")
+    ap.add_argument("--rounds", type=int, default=1, help="repeat the whole interleaved sweep (1)")
+    ap.add_argument("--stat", default=stat, choices=["mean", "median", "min"],
+                    help="iteration-time statistic (mean: nccl-tests; median resists load spikes; min is one rank's luckiest call, not a latency)")
+    ap.add_argument("--pick", default="best", choices=["best", "median"],
+                    help="with several --rounds: each program's best round per size, or its median round (best)")
+    ap.add_argument("--check", action="store_true", help="also verify every result")
+    ap.add_argument("--timeout", type=int, default=timeout, help=f"seconds per program launch ({timeout})")
+    ap.add_argument("--out", default=out)
+    ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--from-json", help="re-summarize JSON files written earlier (comma-separated) instead of running")
+
+
+def finish_sweep_arguments(args, tool):
+    """Turns the size flags into bytes; exits naming `tool` when one is malformed."""
+    try:
+        args.sizes = [parse_bytes(x) for x in args.sizes.split(",")] if args.sizes else []
+        args.min_bytes = parse_bytes(args.min_bytes)
+        args.max_bytes = parse_bytes(args.max_bytes)
+        args.budget_bytes = parse_bytes(args.budget_bytes)
+    except ValueError as e:
+        sys.exit(f"{tool}: malformed size: {e}")
+
+
+def load_runs(paths):
+    """The saved JSON files' runs, rounds renumbered after each other; and the last
+    file's other fields."""
+    raw, saved = [], {}
+    for path in paths.split(","):
+        with open(path) as f:
+            saved = json.load(f)
+        offset = 1 + max((run["round"] for run in raw), default=-1)
+        raw += [dict(run, round=run["round"] + offset) for run in saved["runs"]]
+    return raw, saved
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--build", default="build", help="CMake build folder (build)")
-    ap.add_argument("--op", default="allreduce",
-                    choices=["allreduce", "allgather", "broadcast", "alltoall", "reducescatter"])
+    add_sweep_arguments(ap, max_bytes="256M", step_factor=2.0, warmup=5, iters=20, budget="1G", stat="mean",
+                        timeout=600, out="bench/results")
     ap.add_argument("--ranks", default="2,4", help="comma-separated rank counts (2,4)")
-    ap.add_argument("--sizes", default="", help="comma-separated sizes (e.g. 8,4K,64M) instead of the sweep below")
-    ap.add_argument("--min-bytes", default="8")
-    ap.add_argument("--max-bytes", default="256M")
-    ap.add_argument("--step-factor", type=float, default=2.0)
-    ap.add_argument("--warmup", type=int, default=5)
-    ap.add_argument("--iters", type=int, default=20)
-    ap.add_argument("--budget-bytes", default="1G", help="cap iters x size per size (1G)")
-    ap.add_argument("--sizes-per-run", type=int, default=4, help="sizes per program launch (4)")
-    ap.add_argument("--rounds", type=int, default=1, help="repeat the whole interleaved sweep (1)")
-    ap.add_argument("--stat", default="mean", choices=["mean", "median", "min"],
-                    help="iteration-time statistic (mean: nccl-tests; median resists load spikes; min is one rank's luckiest call, not a latency)")
     ap.add_argument("--programs", default="kolo-comm,kolo-comm-plain,kolo-api,mpi-shm,mpi-tcp,gloo-ring,gloo-hd",
                     help="which to run; kolo-gloo (kolo's TCP communicator alone) is also known")
     ap.add_argument("--gloo-algorithms", default="ring,halving-doubling")
     ap.add_argument("--bind", action="store_true",
                     help="bind each kolo and gloo rank to one core (taskset), as mpirun does with its ranks")
-    ap.add_argument("--pick", default="best", choices=["best", "median"],
-                    help="with several --rounds: each program's best round per size, or its median round (best)")
-    ap.add_argument("--check", action="store_true", help="also verify every result")
-    ap.add_argument("--timeout", type=int, default=600, help="seconds per program launch (600)")
-    ap.add_argument("--out", default="bench/results")
-    ap.add_argument("--verbose", action="store_true")
-    ap.add_argument("--from-json", help="re-summarize compare-<op>.json files written earlier (comma-separated) instead of running")
     args = ap.parse_args()
     args.ranks = [int(x) for x in args.ranks.split(",")]
-    args.sizes = [parse_bytes(x) for x in args.sizes.split(",")] if args.sizes else []
-    args.min_bytes = parse_bytes(args.min_bytes)
-    args.max_bytes = parse_bytes(args.max_bytes)
-    args.budget_bytes = parse_bytes(args.budget_bytes)
+    finish_sweep_arguments(args, "compare.py")
 
     if args.from_json:
         # Summarize saved results again (another --stat, several sessions' rounds
         # together), without running anything.
-        raw = []
-        for path in args.from_json.split(","):
-            with open(path) as f:
-                saved = json.load(f)
-            args.op = saved["op"]
-            offset = 1 + max((run["round"] for run in raw), default=-1)
-            for run in saved["runs"]:
-                raw.append(dict(run, round=run["round"] + offset))
+        raw, saved = load_runs(args.from_json)
+        args.op = saved["op"]
         args.rounds = 1 + max(run["round"] for run in raw)
         args.bind = saved.get("bind", False)
         rows = [row for run in raw for row in rows_of(run, args.op)]
@@ -299,12 +341,17 @@ def main():
         rows, raw = collect(programs, args)
     if not rows:
         sys.exit("compare.py: no program produced results")
-    table = summarize(rows, programs, args)
-    print_tables(table, programs, args)
-    write_outputs(rows, raw, table, programs, args)
+    table = summarize(rows, args)
+    names = [p.name for p in programs]
+    print_tables(table, names, args)
+    write_outputs(rows, raw, table, names, args)
+    exit_if_wrong(rows, "compare.py")
+
+
+def exit_if_wrong(rows, tool):
     wrong = sum(r["wrong"] or 0 for r in rows)
     if wrong:
-        sys.exit(f"compare.py: {wrong} wrong elements reported")
+        sys.exit(f"{tool}: {wrong} wrong elements reported")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,12 @@ examples/synthetic_benchmark, so bench/run_training_bench.sh can compare them:
     /usr/bin/python3 bench/ddp_synthetic.py --num-proc 2 --model resnet50
 
 Workers are started with torch.multiprocessing and talk through the gloo backend
-on 127.0.0.1.
+on 127.0.0.1. Across hosts, start one worker per host yourself, each with its
+rank and host 0's address (gloo binds the interface GLOO_SOCKET_IFNAME names, or
+the address the host name resolves to; rank 0 prints the results):
+
+    GLOO_SOCKET_IFNAME=eth0 /usr/bin/python3 bench/ddp_synthetic.py --num-proc 2 --rank R \
+        --master-addr HOST0_ADDRESS --master-port 29500
 """
 
 import argparse
@@ -102,7 +107,7 @@ def make_model(name, num_classes):
 
 def worker(rank, args, port):
     torch.set_num_threads(args.threads)
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_ADDR"] = args.master_addr
     os.environ["MASTER_PORT"] = str(port)
     dist.init_process_group("gloo", rank=rank, world_size=args.num_proc)
     size = dist.get_world_size()
@@ -165,12 +170,24 @@ def main():
     parser.add_argument("--num-iters", type=int, default=10)
     parser.add_argument("--num-batches-per-iter", type=int, default=10)
     parser.add_argument("--threads", type=int, default=0, help="intra-op threads per worker (0: cores / workers)")
+    parser.add_argument("--rank", type=int, default=-1,
+                        help="run only this worker, of --num-proc, in this process (one per host); -1: start them all here")
+    parser.add_argument("--master-addr", default="127.0.0.1", help="rank 0's address (127.0.0.1)")
+    parser.add_argument("--master-port", type=int, default=0, help="rank 0's port; needed with --rank")
     args = parser.parse_args()
     if args.num_proc < 1:
         parser.error("--num-proc must be at least 1")
+    if args.rank >= args.num_proc:
+        parser.error("--rank must be below --num-proc")
+    if args.rank >= 0 and not 0 < args.master_port < 65536:
+        parser.error("--rank needs --master-port (and --master-addr, rank 0's address)")
     if args.threads <= 0:
-        args.threads = max(1, (os.cpu_count() or 1) // args.num_proc)
-    mp.spawn(worker, args=(args, free_port()), nprocs=args.num_proc, join=True)
+        per_host = 1 if args.rank >= 0 else args.num_proc
+        args.threads = max(1, (os.cpu_count() or 1) // per_host)
+    if args.rank >= 0:
+        worker(args.rank, args, args.master_port)
+    else:
+        mp.spawn(worker, args=(args, args.master_port or free_port()), nprocs=args.num_proc, join=True)
 
 
 if __name__ == "__main__":

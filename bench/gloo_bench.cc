@@ -1,7 +1,10 @@
-// gloo_bench: the same sweep as kolo-bench on raw Gloo over TCP loopback (Gloo is
-// what PyTorch's CPU data parallelism and Horovod's default controller use). Run it
+// gloo_bench: the same sweep as kolo-bench on raw Gloo over TCP (Gloo is what
+// PyTorch's CPU data parallelism and Horovod's default controller use). Run it
 // under kolorun, which gives each rank KOLO_RANK, KOLO_SIZE and a fresh KOLO_JOB_ID:
 //   kolorun -np 2 gloo_bench --op allreduce --algorithm ring --check
+// On one host over loopback; across hosts on the address of kolorun's
+// --network-interface or KOLO_HOST_ADDR (the hosts must share the temporary
+// directory, as network-namespace hosts on one machine do: bench/compare_hosts.py).
 // Ranks meet through a gloo FileStore in a directory named after the job (a
 // directory left from an earlier job would make gloo abort, so each job gets its
 // own, and rank 0 removes it at the end).
@@ -116,7 +119,7 @@ class GlooBackend : public Backend {
   int rank() const override { return context_->rank; }
   int size() const override { return context_->size; }
   std::string label() const override { return std::string("gloo-") + to_string(algorithm_); }
-  std::map<std::string, std::string> details() const override { return {{"transport", "tcp-loopback"}}; }
+  std::map<std::string, std::string> details() const override { return {{"transport", "tcp"}}; }
 
   void validate(const BenchOptions& o) const override {
     if (o.collective == Collective::Reducescatter)
@@ -252,8 +255,14 @@ std::unique_ptr<GlooBackend> connect(Algorithm algorithm) {
   if (rank >= size) throw UsageError("KOLO_RANK must be below KOLO_SIZE");
   const std::string dir = store_dir_for_job();
   gloo::transport::tcp::attr attr;
-  attr.hostname = "127.0.0.1";  // loopback only
   attr.ai_family = AF_INET;
+  // Across hosts, the address kolo's own TCP communicators would use: kolorun's
+  // --network-interface (KOLO_IFACE), else this host's KOLO_HOST_ADDR; on one
+  // host, loopback.
+  const char* iface = std::getenv("KOLO_IFACE");
+  const char* host_addr = std::getenv("KOLO_HOST_ADDR");
+  if (iface != nullptr && *iface != '\0') attr.iface = iface;
+  else attr.hostname = host_addr != nullptr && *host_addr != '\0' ? host_addr : "127.0.0.1";
   auto device = gloo::transport::tcp::CreateDevice(attr);
   gloo::rendezvous::FileStore store(dir);
   auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
@@ -273,7 +282,7 @@ int main(int argc, char** argv) {
     };
     const auto options = parse_bench_options(std::vector<std::string>(argv + 1, argv + argc), extras);
     if (options.show_help) {
-      std::cout << bench_usage("gloo_bench", "Times raw Gloo collectives over TCP loopback; run under kolorun -np N.",
+      std::cout << bench_usage("gloo_bench", "Times raw Gloo collectives over TCP; run under kolorun -np N.",
                                extras);
       return 0;
     }

@@ -1,7 +1,10 @@
 #!/bin/sh
 # Draws the benchmark results as PNGs with gnuplot (Debian's gnuplot-nox):
 #  - busbw and time against size, one line per program, for every
-#    RESULTS/compare-<op>-n<N>.csv that bench/compare.py wrote;
+#    RESULTS/compare-<op>-n<N>.csv that bench/compare.py wrote, and every
+#    RESULTS/hosts-<op>-<link>-<layout>.csv of bench/compare_hosts.py (with the
+#    link-rate bound as a line of its own), and its share-of-the-bound bars
+#    (RESULTS/hosts-<op>-bound-share.csv);
 #  - training throughput bars with scaling-efficiency lines, from
 #    RESULTS/training-wide.csv (bench/training_results.py), when it exists.
 #
@@ -50,6 +53,45 @@ for csv in "$results"/compare-*-n*.csv; do
     plot_sweep "$results/$stem-time.csv" "$outdir/time-$op-n$n.png" "$op, $n ranks, one host: time per call (lower is better)" \
       'time (us)' 'set logscale y 10'
   fi
+done
+
+for csv in "$results"/hosts-*-*-*.csv; do
+  [ -e "$csv" ] || continue
+  case "$csv" in *-time.csv | *-bound-share.csv) continue ;; esac
+  found=1
+  stem=$(basename "$csv" .csv)            # hosts-allreduce-10gbit-2x1
+  op=$(echo "$stem" | cut -d- -f2)
+  link=$(echo "$stem" | cut -d- -f3)
+  layout=$(echo "$stem" | cut -d- -f4)
+  where="$(echo "$layout" | sed 's/x/ hosts x /') rank(s), link $link"
+  plot_sweep "$csv" "$outdir/busbw-$op-$link-$layout.png" "$op across namespace hosts, $where: bus bandwidth (higher is better)" \
+    'busbw (GB/s)' 'set yrange [0:*]'
+  if [ -e "$results/$stem-time.csv" ]; then
+    plot_sweep "$results/$stem-time.csv" "$outdir/time-$op-$link-$layout.png" \
+      "$op across namespace hosts, $where: time per call (lower is better)" 'time (us)' 'set logscale y 10'
+  fi
+done
+
+for csv in "$results"/hosts-*-bound-share.csv; do
+  [ -e "$csv" ] || continue
+  found=1
+  op=$(basename "$csv" .csv | cut -d- -f2)
+  gnuplot <<EOF
+set terminal pngcairo size 1000,540 font ',10'
+set output '$outdir/bound-share-$op.png'
+set datafile separator ','
+set title '$op across namespace hosts: busbw at the largest size as a share of the link-rate bound'
+set style data histogram
+set style histogram cluster gap 1
+set style fill solid 0.8 border -1
+set boxwidth 0.9
+set key outside right
+set grid ytics
+set ylabel '% of the link-rate bound'
+set yrange [0:110]
+plot for [i=2:$(columns "$csv")] '$csv' using i:xtic(1) title columnheader(i), 90 with lines dashtype 2 linecolor 'black' title '90 %'
+EOF
+  echo "plot.sh: wrote $outdir/bound-share-$op.png"
 done
 
 training="$results/training-wide.csv"

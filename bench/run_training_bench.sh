@@ -8,7 +8,7 @@
 #
 #   bench/run_training_bench.sh [--model resnet50] [--batch-size 32] [--image-size 48]
 #       [--num-warmup-batches 2] [--num-iters 5] [--num-batches-per-iter 2]
-#       [--threads 1] [--repeat 1] [--build-dir build] [--python 0|1]
+#       [--threads 1] [--repeat 1] [--build-dir build] [--python 0|1] [--across-hosts 0|1]
 #
 # With --python 1 the rounds also run kolo.torch from Python (Horovod's
 # pytorch_synthetic_benchmark.py in examples/python, torchvision's model of the
@@ -21,6 +21,17 @@
 # total: on a shared machine that filters out the rounds other work slowed down.
 # Each round also runs two independent one-worker jobs side by side, one per core:
 # their sum over twice one worker is the scaling this machine allows at all.
+#
+# With --across-hosts 1 the 2-worker runs put one worker on each of two network-
+# namespace hosts (bench/netns_hosts.py), which it finds in NETNS_HOSTS,
+# NETNS_ADDRESSES and NETNS_INTERFACE, and the 1-worker runs happen inside the
+# first of them; with NETNS_CPUS (netns_hosts.py run --cpus spread) each host's
+# processes run on that host's CPUs, as on separate machines:
+#   bench/netns_hosts.py run --hosts 2 --rate 10gbit --cpus spread --host -1 -- \
+#       bench/run_training_bench.sh --across-hosts 1 --repeat 3
+# kolo's workers start with kolorun --launcher-command 'ip netns exec {host}',
+# DDP's one per host with host 0's address as MASTER_ADDR and gloo on that
+# interface.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,6 +45,7 @@ threads=1
 repeat=1
 build_dir=build
 with_python=0
+across_hosts=0
 
 usage() {
   awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0" >&2
@@ -53,6 +65,7 @@ while [[ $# -gt 0 ]]; do
     --repeat) repeat=$2 ;;
     --build-dir) build_dir=$2 ;;
     --python) with_python=$2 ;;
+    --across-hosts) across_hosts=$2 ;;
     *) usage ;;
   esac
   shift 2
@@ -71,6 +84,43 @@ args=(--model "$model" --batch-size "$batch_size" --image-size "$image_size" --n
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 
+# How 1- and 2-worker jobs start: on this host, or one worker per namespace host.
+if [[ $across_hosts == 1 ]]; then
+  read -r -a netns_hosts <<<"${NETNS_HOSTS:-}"
+  read -r -a netns_addresses <<<"${NETNS_ADDRESSES:-}"
+  [[ ${#netns_hosts[@]} -ge 2 && ${#netns_addresses[@]} -ge 2 && -n ${NETNS_INTERFACE:-} ]] || {
+    echo "run_training_bench: --across-hosts 1 needs NETNS_HOSTS, NETNS_ADDRESSES and NETNS_INTERFACE (run it under bench/netns_hosts.py run --host -1)" >&2
+    exit 1
+  }
+  # bench/netns_exec.sh puts a host's processes on its CPUs (netns_hosts.py run --cpus).
+  netns_exec=$PWD/bench/netns_exec.sh
+  in_host0=("$netns_exec" "${netns_hosts[0]}")
+  kolorun_one=("${in_host0[@]}" "$kolorun" -np 1)
+  kolorun_two=("${in_host0[@]}" "$kolorun" --launcher-command "$netns_exec {host}"
+               -H "${netns_hosts[0]}:1,${netns_hosts[1]}:1" --network-interface "$NETNS_INTERFACE")
+else
+  in_host0=()
+  kolorun_one=("$kolorun" -np 1)
+  kolorun_two=("$kolorun" -np 2)
+fi
+
+# DDP with N workers; extra words before the command (env NAME=VALUE). Across
+# hosts rank 1 runs in the second host and rank 0, whose output counts, in the first.
+ddp() {
+  local workers=$1
+  shift
+  if [[ $across_hosts == 1 && $workers == 2 ]]; then
+    local ddp_args=(bench/ddp_synthetic.py --num-proc 2 --master-addr "${netns_addresses[0]}" --master-port 29500 "${args[@]}")
+    "$netns_exec" "${netns_hosts[1]}" env GLOO_SOCKET_IFNAME="$NETNS_INTERFACE" "$@" "$python" "${ddp_args[@]}" --rank 1 >/dev/null 2>&1 &
+    local second=$!
+    local status=0
+    "$netns_exec" "${netns_hosts[0]}" env GLOO_SOCKET_IFNAME="$NETNS_INTERFACE" "$@" "$python" "${ddp_args[@]}" --rank 0 || status=$?
+    wait "$second" || status=$?
+    return "$status"
+  fi
+  "${in_host0[@]}" env "$@" "$python" bench/ddp_synthetic.py --num-proc "$workers" "${args[@]}"
+}
+
 # Runs a benchmark command, shows its output, and prints its total img/sec.
 total_img_sec() {
   "$@" >"$log" 2>&1 || { cat "$log" >&2; echo "run_training_bench: '$*' failed" >&2; exit 1; }
@@ -84,6 +134,7 @@ total_img_sec() {
 best() { awk -v a="$1" -v b="$2" 'BEGIN { print (a > b ? a : b) }'; }
 
 echo "== $model, batch $batch_size per worker, ${image_size}x$image_size images, $threads thread(s) per worker" >&2
+[[ $across_hosts == 1 ]] && echo "== 2 workers: one on each of the namespace hosts ${netns_hosts[0]} and ${netns_hosts[1]} ($NETNS_INTERFACE)" >&2
 # The same settings kolo::init() makes with mallopt (src/api/allocator_tuning.cc).
 tuned_malloc=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824
 kolo1=0 kolo2=0 ddp1=0 ddp2=0 tuned1=0 tuned2=0 py1=0 py2=0 pair=0
@@ -107,23 +158,23 @@ independent_pair() {
 run_config() {
   case $1 in
     py1) echo "-- round $round: kolo.torch (Python), 1 worker" >&2
-         py1=$(best "$py1" "$(total_img_sec "$kolorun" -np 1 "${python_benchmark[@]}" "${args[@]}")") ;;
+         py1=$(best "$py1" "$(total_img_sec "${kolorun_one[@]}" "${python_benchmark[@]}" "${args[@]}")") ;;
     py2) echo "-- round $round: kolo.torch (Python), 2 workers" >&2
-         py2=$(best "$py2" "$(total_img_sec "$kolorun" -np 2 "${python_benchmark[@]}" "${args[@]}")") ;;
+         py2=$(best "$py2" "$(total_img_sec "${kolorun_two[@]}" "${python_benchmark[@]}" "${args[@]}")") ;;
     kolo1) echo "-- round $round: kolo, 1 worker" >&2
-           kolo1=$(best "$kolo1" "$(total_img_sec "$kolorun" -np 1 "$benchmark" "${args[@]}")") ;;
+           kolo1=$(best "$kolo1" "$(total_img_sec "${kolorun_one[@]}" "$benchmark" "${args[@]}")") ;;
     kolo2) echo "-- round $round: kolo, 2 workers" >&2
-           kolo2=$(best "$kolo2" "$(total_img_sec "$kolorun" -np 2 "$benchmark" "${args[@]}")") ;;
+           kolo2=$(best "$kolo2" "$(total_img_sec "${kolorun_two[@]}" "$benchmark" "${args[@]}")") ;;
     pair) echo "-- round $round: two independent kolo 1-worker jobs, one per core" >&2
           pair=$(best "$pair" "$(independent_pair)") ;;
     ddp1) echo "-- round $round: PyTorch DDP (gloo), 1 worker" >&2
-          ddp1=$(best "$ddp1" "$(total_img_sec "$python" bench/ddp_synthetic.py --num-proc 1 "${args[@]}")") ;;
+          ddp1=$(best "$ddp1" "$(total_img_sec ddp 1)") ;;
     ddp2) echo "-- round $round: PyTorch DDP (gloo), 2 workers" >&2
-          ddp2=$(best "$ddp2" "$(total_img_sec "$python" bench/ddp_synthetic.py --num-proc 2 "${args[@]}")") ;;
+          ddp2=$(best "$ddp2" "$(total_img_sec ddp 2)") ;;
     tuned1) echo "-- round $round: PyTorch DDP (gloo), malloc tuned, 1 worker" >&2
-            tuned1=$(best "$tuned1" "$(total_img_sec env GLIBC_TUNABLES=$tuned_malloc "$python" bench/ddp_synthetic.py --num-proc 1 "${args[@]}")") ;;
+            tuned1=$(best "$tuned1" "$(total_img_sec ddp 1 GLIBC_TUNABLES=$tuned_malloc)") ;;
     tuned2) echo "-- round $round: PyTorch DDP (gloo), malloc tuned, 2 workers" >&2
-            tuned2=$(best "$tuned2" "$(total_img_sec env GLIBC_TUNABLES=$tuned_malloc "$python" bench/ddp_synthetic.py --num-proc 2 "${args[@]}")") ;;
+            tuned2=$(best "$tuned2" "$(total_img_sec ddp 2 GLIBC_TUNABLES=$tuned_malloc)") ;;
   esac
 }
 
