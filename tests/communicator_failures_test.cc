@@ -52,11 +52,9 @@ bool contains(const std::string& text, const std::string& part) { return text.fi
 
 // `error` names `victim` (by its rank and in words), and later calls fail with
 // the same error.
-void expect_names(const CommunicatorFactory& factory, Communicator& comm, const PeerFailureError& error, int victim,
-                  const std::string& words) {
+void expect_names(Communicator& comm, const PeerFailureError& error, int victim, const std::string& words) {
   EXPECT_EQ(error.peer_rank(), victim) << error.what();
-  if (factory.messages_name_job_ranks)
-    EXPECT_TRUE(contains(error.what(), "rank " + std::to_string(victim))) << error.what();
+  EXPECT_TRUE(contains(error.what(), "rank " + std::to_string(victim))) << error.what();
   if (!words.empty()) EXPECT_TRUE(contains(error.what(), words)) << error.what();
   try {
     comm.barrier();
@@ -112,7 +110,7 @@ TEST_P(CommunicatorPeerFailures, PeerKilledBetweenCallsIsNamedOnEveryRank) {
         ADD_FAILURE() << "no error after rank " << victim << " was killed";
       } catch (const PeerFailureError& e) {
         EXPECT_LT(Clock::now() - start, time_bound(3s)) << e.what();
-        expect_names(factory(), *m.comm, e, victim, factory().killed_peer_words);
+        expect_names(*m.comm, e, victim, factory().killed_peer_words);
       }
       wait_for_survivors(*store, ranks() - 1);
     }, spawn_options(job()));
@@ -144,7 +142,7 @@ TEST_P(CommunicatorPeerFailures, PeerKilledInsideACallIsNamedOnEveryRank) {
       ADD_FAILURE() << "no error after rank " << victim << " was killed";
     } catch (const PeerFailureError& e) {
       EXPECT_LT(Clock::now() - last_success, time_bound(3s)) << e.what();
-      expect_names(factory(), *m.comm, e, victim, factory().killed_peer_words);
+      expect_names(*m.comm, e, victim, factory().killed_peer_words);
     }
     wait_for_survivors(*store, ranks() - 1);
   }, spawn_options(job()));
@@ -181,7 +179,7 @@ TEST_P(CommunicatorPeerFailures, StoppedPeerIsNamedAfterThePeerTimeout) {
     } catch (const PeerFailureError& e) {
       EXPECT_LT(Clock::now() - start, time_bound(3s)) << e.what();
       named = e.peer_rank();
-      if (factory().names_stalled_rank) expect_names(factory(), *m.comm, e, victim, factory().stalled_peer_words);
+      if (factory().names_stalled_rank) expect_names(*m.comm, e, victim, factory().stalled_peer_words);
     }
     const std::string mine = std::to_string(named);
     store->set("named/" + std::to_string(rank), store::Bytes(mine.begin(), mine.end()));

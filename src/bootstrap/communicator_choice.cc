@@ -104,10 +104,12 @@ std::string layout_problem(const Topology& t, comm::Communicator& flat) {
 std::unique_ptr<comm::Communicator> make_local(const Topology& t, int generation,
                                                const comm::CommunicatorOptions& options) {
   if (t.local_size == 1) return comm::make_self_communicator();
+  comm::CommunicatorOptions host_options = options;
+  host_options.first_job_rank = t.rank - t.local_rank;  // ranks are numbered host by host
   // Hosts may be simulated on one machine, so the host index is part of the name.
   return comm::make_shm_communicator(t.local_rank, t.local_size,
                                      t.job_id + "-" + std::to_string(generation) + "-host" + std::to_string(t.cross_rank),
-                                     options);
+                                     host_options);
 }
 
 std::unique_ptr<comm::Communicator> make_hierarchical(Network network, const Topology& t, int generation,

@@ -144,8 +144,7 @@ std::vector<CommunicatorFactory> make_factories() {
        .shapes = {two_hosts_of_two, three_hosts_of_two, {.per_host = 1, .hosts = 2}, {.per_host = 3, .hosts = 1}},
        .failure_shape = two_hosts_of_two,
        .reduce_scatter_order = CommunicatorFactory::Order::RankOrder,  // through the flat communicator
-       .names_stalled_rank = false,
-       .messages_name_job_ranks = false},
+       .names_stalled_rank = false},
       // KOLO_BACKEND=gloo with KOLO_HIERARCHICAL=1: gloo's transport joins the hosts.
       {.name = "hierarchical_over_gloo",
        .reports = "hierarchical",
@@ -156,8 +155,7 @@ std::vector<CommunicatorFactory> make_factories() {
        .large_bytes = 0,
        .failure_shape = two_hosts_of_two,
        .reduce_scatter_order = CommunicatorFactory::Order::RankOrder,  // through the flat communicator
-       .names_stalled_rank = false,
-       .messages_name_job_ranks = false},
+       .names_stalled_rank = false},
       // Parameter servers: small partitions, so that modest sizes cross many
       // of them and every server. Failures are ps_failures_test.cc's (the
       // servers take their timeouts from the environment, not from join()).

@@ -79,12 +79,6 @@ struct CommunicatorFactory {
   // hierarchical parts time out at the same moment, and a host leader stuck in
   // its host's barrier looks stalled to the other hosts.
   bool names_stalled_rank = true;
-  // The message of a PeerFailureError names the failed rank by its job rank
-  // (peer_rank() always does). The hierarchical communicator passes on a failure
-  // seen first in a host's shared-memory part in that host's local numbering
-  // (which part sees it first is a race: under AddressSanitizer the host's part
-  // often wins).
-  bool messages_name_job_ranks = true;
   // Non-empty: a peer of a rank that called abort() learns it, as a
   // PeerFailureError naming that rank and saying this (with the reason).
   std::string abort_seen_by_peers;

@@ -174,15 +174,15 @@ int run_training_step(const BenchOptions& o, std::ostream& out) {
     return Variant{std::move(name), tensors, s, algbw * 2.0 * (n - 1) / n};
   };
   std::vector<Variant> variants;
-  barrier({"kolo-bench/step/begin"});
+  barrier({"kolo-bench/step/begin", {}});
   variants.push_back(variant("api-per-tensor", step.tensors(), time_steps([&] { step.per_tensor(); }, o.warmup, o.iters)));
-  barrier({"kolo-bench/step/fused"});
+  barrier({"kolo-bench/step/fused", {}});
   variants.push_back(variant("api-fused", 1, time_steps([&] { step.fused(); }, o.warmup, o.iters)));
   const std::int64_t wrong = o.check ? sum_over_ranks(step.wrong()) : -1;
 
   // The floor: the same bytes on a communicator of its own, no engine at all (Sum:
   // the communicator has no Average; the data movement is the same).
-  barrier({"kolo-bench/step/comm"});
+  barrier({"kolo-bench/step/comm", {}});
   {
     auto bench = make_bench_communicator();
     comm::Communicator* comm = bench.comm.get();

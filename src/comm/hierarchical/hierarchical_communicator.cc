@@ -208,7 +208,9 @@ class HierarchicalCommunicator final : public Communicator {
     try {
       body();
     } catch (const PeerFailureError& e) {
-      spread_failure(job_rank(part, e.peer_rank()), e.what());
+      // The parts across hosts already name job ranks (their groups carry the
+      // job's numbering); the host's part numbers its own ranks.
+      spread_failure(part == Part::Local ? job_rank(Part::Local, e.peer_rank()) : e.peer_rank(), e.what());
     }
   }
 

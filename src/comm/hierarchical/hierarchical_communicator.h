@@ -38,8 +38,9 @@ struct HostLayout {
 // Every element of an allreduce is reduced once per host (in local rank order)
 // and once across hosts, by one rank each, so every rank gets the same bits.
 //
-// FAILURE. A part that fails reports ranks in its own numbering; they are turned
-// into job ranks and into the job-wide `verdict`. A failure seen in one part is
+// FAILURE. The host's part reports ranks in its own numbering (its messages name
+// job ranks: CommunicatorOptions::first_job_rank), the parts across hosts in the
+// job's; the failure becomes the job-wide `verdict`. A failure seen in one part is
 // then spread through the others at once (the local communicator is aborted with
 // the verdict, the TCP ones closed through fail_peer), because a peer may be
 // waiting on this rank in a part that saw nothing: without that it would wait out

@@ -185,8 +185,8 @@ void ShmChannel::wait_flagged_line(int peer, const FlaggedLine& line, std::size_
   // watching for its failure; then every line it sent is there.
   wait_until(peer, control(peer).posted, step_ + 1);
   if (!arrived()) {
-    throw InvalidArgumentError("rank " + std::to_string(peer) + " sent fewer than the " + std::to_string(bytes) +
-                               " bytes rank " + std::to_string(rank_) + " expects in " + operation_ +
+    throw InvalidArgumentError(rank_name(peer) + " sent fewer than the " + std::to_string(bytes) + " bytes " +
+                               rank_name(rank_) + " expects in " + operation_ +
                                ": the ranks' sizes differ");
   }
 }
@@ -289,8 +289,8 @@ void ShmChannel::check_peer(int peer, const Counter& counter, std::uint32_t targ
   // A peer may publish its last counter and then close, abort or exit: judge it
   // only after it has certainly not delivered what we wait for.
   auto not_delivered = [&] { return !reached(counter.value.load(std::memory_order_acquire), target); };
-  const std::string who = "rank " + std::to_string(peer) + " (pid " + std::to_string(pc.pid.load()) + ")";
-  const std::string context = "rank " + std::to_string(rank_) + " was waiting for it in " + operation_;
+  const std::string who = rank_name(peer) + " (pid " + std::to_string(pc.pid.load()) + ")";
+  const std::string context = rank_name(rank_) + " was waiting for it in " + operation_;
   switch (static_cast<RankState>(pc.state.load(std::memory_order_acquire))) {
     case RankState::Aborted: {
       if (!not_delivered()) return;
@@ -323,11 +323,15 @@ void ShmChannel::check_peer(int peer, const Counter& counter, std::uint32_t targ
     }
   }
   const std::string culprit =
-      "rank " + std::to_string(laggard) + " (pid " + std::to_string(control(laggard).pid.load()) + ")";
+      rank_name(laggard) + " (pid " + std::to_string(control(laggard).pid.load()) + ")";
   blame(laggard, culprit + " made no progress for " + seconds_text(stalled_for) + " (" + context +
                                       (laggard == peer ? "" : " " + who) + "; peer timeout " +
                                       seconds_text(options_.peer_timeout) +
                                       "): the process may be stopped, deadlocked or overloaded");
+}
+
+std::string ShmChannel::rank_name(int rank) const {
+  return "rank " + std::to_string(options_.first_job_rank + rank);
 }
 
 void ShmChannel::blame(int culprit, const std::string& message) const {

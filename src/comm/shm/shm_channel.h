@@ -100,6 +100,8 @@ class ShmChannel {
   void sleep_until(int peer, Counter& counter, std::uint32_t target);
   void check_peer(int peer, const Counter& counter, std::uint32_t target,
                   std::chrono::steady_clock::duration stalled_for) const;
+  // "rank <job rank>" of `rank` of this channel, for messages.
+  std::string rank_name(int rank) const;
   // Throws PeerFailureError(culprit, message), remembering the culprit for abort().
   [[noreturn]] void blame(int culprit, const std::string& message) const;
   void wake_own_sleepers();
