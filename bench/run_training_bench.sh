@@ -17,8 +17,10 @@
 # Needs a build with -DKOLO_BUILD_EXAMPLES=ON -DKOLO_WITH_TORCH=ON and Debian's
 # python3-torch. Every worker gets --threads intra-op threads (1 by default, so
 # two workers use two cores and the comparison with one worker is fair). With
-# --repeat N the four runs are made N times, interleaved, and each keeps its best
-# total: on a shared machine that filters out the rounds other work slowed down.
+# --repeat N every configuration runs N times, interleaved; the summary gives each
+# one's median round, and its scaling and the ratios to DDP as the medians of the
+# ratios within each round (a framework's 1- and 2-worker runs go back to back),
+# which a machine whose speed drifts moves least.
 # Each round also runs two independent one-worker jobs side by side, one per core:
 # their sum over twice one worker is the scaling this machine allows at all.
 #
@@ -131,13 +133,12 @@ total_img_sec() {
   echo "$total"
 }
 
-best() { awk -v a="$1" -v b="$2" 'BEGIN { print (a > b ? a : b) }'; }
 
 echo "== $model, batch $batch_size per worker, ${image_size}x$image_size images, $threads thread(s) per worker" >&2
 [[ $across_hosts == 1 ]] && echo "== 2 workers: one on each of the namespace hosts ${netns_hosts[0]} and ${netns_hosts[1]} ($NETNS_INTERFACE)" >&2
 # The same settings kolo::init() makes with mallopt (src/api/allocator_tuning.cc).
 tuned_malloc=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824
-kolo1=0 kolo2=0 ddp1=0 ddp2=0 tuned1=0 tuned2=0 py1=0 py2=0 pair=0
+declare -A rounds=()  # configuration -> its img/s, one per round, in round order
 python_benchmark=(env "PYTHONPATH=$build_dir/python" "$python" examples/python/pytorch_synthetic_benchmark.py)
 
 # Two one-worker jobs at once, one per core, with no communication between them:
@@ -154,50 +155,86 @@ independent_pair() {
   rm -f "$a" "$b"
 }
 
-# One configuration by name; each keeps its best round.
+# One configuration by name; records its img/s for this round.
 run_config() {
+  local value
   case $1 in
     py1) echo "-- round $round: kolo.torch (Python), 1 worker" >&2
-         py1=$(best "$py1" "$(total_img_sec "${kolorun_one[@]}" "${python_benchmark[@]}" "${args[@]}")") ;;
+         value=$(total_img_sec "${kolorun_one[@]}" "${python_benchmark[@]}" "${args[@]}") ;;
     py2) echo "-- round $round: kolo.torch (Python), 2 workers" >&2
-         py2=$(best "$py2" "$(total_img_sec "${kolorun_two[@]}" "${python_benchmark[@]}" "${args[@]}")") ;;
+         value=$(total_img_sec "${kolorun_two[@]}" "${python_benchmark[@]}" "${args[@]}") ;;
     kolo1) echo "-- round $round: kolo, 1 worker" >&2
-           kolo1=$(best "$kolo1" "$(total_img_sec "${kolorun_one[@]}" "$benchmark" "${args[@]}")") ;;
+           value=$(total_img_sec "${kolorun_one[@]}" "$benchmark" "${args[@]}") ;;
     kolo2) echo "-- round $round: kolo, 2 workers" >&2
-           kolo2=$(best "$kolo2" "$(total_img_sec "${kolorun_two[@]}" "$benchmark" "${args[@]}")") ;;
+           value=$(total_img_sec "${kolorun_two[@]}" "$benchmark" "${args[@]}") ;;
     pair) echo "-- round $round: two independent kolo 1-worker jobs, one per core" >&2
-          pair=$(best "$pair" "$(independent_pair)") ;;
+          value=$(independent_pair) ;;
     ddp1) echo "-- round $round: PyTorch DDP (gloo), 1 worker" >&2
-          ddp1=$(best "$ddp1" "$(total_img_sec ddp 1)") ;;
+          value=$(total_img_sec ddp 1) ;;
     ddp2) echo "-- round $round: PyTorch DDP (gloo), 2 workers" >&2
-          ddp2=$(best "$ddp2" "$(total_img_sec ddp 2)") ;;
+          value=$(total_img_sec ddp 2) ;;
     tuned1) echo "-- round $round: PyTorch DDP (gloo), malloc tuned, 1 worker" >&2
-            tuned1=$(best "$tuned1" "$(total_img_sec ddp 1 GLIBC_TUNABLES=$tuned_malloc)") ;;
+            value=$(total_img_sec ddp 1 GLIBC_TUNABLES=$tuned_malloc) ;;
     tuned2) echo "-- round $round: PyTorch DDP (gloo), malloc tuned, 2 workers" >&2
-            tuned2=$(best "$tuned2" "$(total_img_sec ddp 2 GLIBC_TUNABLES=$tuned_malloc)") ;;
+            value=$(total_img_sec ddp 2 GLIBC_TUNABLES=$tuned_malloc) ;;
   esac
+  rounds[$1]+="$value "
 }
 
-configs=(kolo1 kolo2 pair ddp1 ddp2 tuned1 tuned2)
-[[ $with_python == 1 ]] && configs=(py1 py2 "${configs[@]}")
+# A framework's 1- and 2-worker runs go back to back, in alternating order, so
+# that its scaling is read from runs minutes apart at most: this VM's speed drifts
+# by up to a fifth within the hour. Each round starts one framework later, so
+# that none always runs first (or last).
+units=(kolo pair ddp tuned)
+[[ $with_python == 1 ]] && units=(py "${units[@]}")
 for round in $(seq "$repeat"); do
-  # Each round starts one configuration later, so that no configuration always
-  # runs first (or last), where a drifting machine would favour or punish it.
-  n=${#configs[@]}
-  for ((i = 0; i < n; i++)); do run_config "${configs[$(((i + round - 1) % n))]}"; done
+  n=${#units[@]}
+  for ((i = 0; i < n; i++)); do
+    unit=${units[$(((i + round - 1) % n))]}
+    if [[ $unit == pair ]]; then
+      run_config pair
+    elif ((round % 2)); then
+      run_config "${unit}1"; run_config "${unit}2"
+    else
+      run_config "${unit}2"; run_config "${unit}1"
+    fi
+  done
 done
 
-awk -v k1="$kolo1" -v k2="$kolo2" -v p="$pair" -v d1="$ddp1" -v d2="$ddp2" -v t1="$tuned1" -v t2="$tuned2" -v model="$model" 'BEGIN {
-  printf "\n%-34s %12s %12s %12s\n", model " img/sec", "1 worker", "2 workers", "scaling"
-  printf "%-34s %12.1f %12.1f %11.1f%%\n", "kolo", k1, k2, 100 * k2 / (2 * k1)
-  printf "%-34s %12.1f %12.1f %11.1f%%\n", "PyTorch DDP (gloo)", d1, d2, 100 * d2 / (2 * d1)
-  printf "%-34s %12.1f %12.1f %11.1f%%\n", "PyTorch DDP (gloo) tuned malloc", t1, t2, 100 * t2 / (2 * t1)
-  printf "%-34s %12.1f %12.1f %11.1f%%\n", "two independent 1-worker jobs", k1, p, 100 * p / (2 * k1)
-  printf "kolo / DDP with 2 workers: %.2fx (%.2fx against DDP with the tuned allocator)\n", k2 / d2, k2 / t2
-}'
-if [[ $with_python == 1 ]]; then
-  awk -v p1="$py1" -v p2="$py2" -v d2="$ddp2" 'BEGIN {
-    printf "%-34s %12.1f %12.1f %11.1f%%\n", "kolo.torch (Python)", p1, p2, 100 * p2 / (2 * p1)
-    printf "kolo.torch (Python) / DDP with 2 workers: %.2fx\n", p2 / d2
-  }'
-fi
+# The summary: each configuration's median round, and the medians of the ratios
+# taken within each round (scaling: 2 workers / twice 1 worker; kolo / DDP).
+summary() {
+  local vars=()
+  for config in "${!rounds[@]}"; do vars+=(-v "$config=${rounds[$config]}"); done
+  awk "${vars[@]}" -v model="$model" -v python="$with_python" '
+    function median(list,    v, n, i, j, t) {
+      n = split(list, v, " ")
+      for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
+      return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+    }
+    # Median over rounds of a[r] / (scale * b[r]).
+    function ratio(a, b, scale,    x, y, n, i, list) {
+      n = split(a, x, " "); split(b, y, " "); list = ""
+      for (i = 1; i <= n; i++) list = list " " x[i] / (scale * y[i])
+      return median(list)
+    }
+    function row(name, one, two) {
+      printf "%-34s %12.1f %12.1f %11.1f%%\n", name, median(one), median(two), 100 * ratio(two, one, 2)
+    }
+    BEGIN {
+      printf "\n%-34s %12s %12s %12s\n", model " img/sec", "1 worker", "2 workers", "scaling"
+      row("kolo", kolo1, kolo2)
+      row("PyTorch DDP (gloo)", ddp1, ddp2)
+      row("PyTorch DDP (gloo) tuned malloc", tuned1, tuned2)
+      row("two independent 1-worker jobs", kolo1, pair)
+      printf "kolo / DDP with 2 workers: %.2fx (%.2fx against DDP with the tuned allocator)\n",
+        ratio(kolo2, ddp2, 1), ratio(kolo2, tuned2, 1)
+      if (python == 1) {
+        row("kolo.torch (Python)", py1, py2)
+        printf "kolo.torch (Python) / DDP with 2 workers: %.2fx (%.2fx against DDP with the tuned allocator)\n",
+          ratio(py2, ddp2, 1), ratio(py2, tuned2, 1)
+      }
+      printf "(medians of %d rounds; scaling and ratios are the medians of each round'"'"'s own)\n", split(kolo1, x, " ")
+    }'
+}
+summary
