@@ -201,7 +201,8 @@ TEST(PeerMappings, RefusesAnotherFileALongerOneOrAGoneProcess) {
 }
 
 // Mapped files keep the peer's memory alive, so those older calls used go past
-// a limit; never those the current call uses.
+// a limit (or past twice what the current call uses); never those the current
+// call uses.
 TEST(PeerMappings, OlderCallsFilesAreUnmappedPastTheLimit) {
   const Buffer a = Buffer::shareable(DataType::UInt8, Shape{std::int64_t{2} << 20});
   const Buffer b = Buffer::shareable(DataType::UInt8, Shape{std::int64_t{2} << 20});
@@ -218,7 +219,11 @@ TEST(PeerMappings, OlderCallsFilesAreUnmappedPastTheLimit) {
   mappings.begin_call();
   ASSERT_NE(map(b), nullptr);
   mappings.trim(0);
-  EXPECT_EQ(mappings.mapped_files(), 1u);  // a's went
+  EXPECT_EQ(mappings.mapped_files(), 2u);  // a's stays: two calls' worth
+  mappings.begin_call();
+  ASSERT_NE(map(c), nullptr);
+  mappings.trim(0);
+  EXPECT_EQ(mappings.mapped_files(), 2u);  // a's went, the oldest
   mappings.begin_call();
   ASSERT_NE(map(b), nullptr);
   ASSERT_NE(map(c), nullptr);
@@ -226,9 +231,29 @@ TEST(PeerMappings, OlderCallsFilesAreUnmappedPastTheLimit) {
   EXPECT_EQ(mappings.mapped_files(), 2u);
   EXPECT_EQ(mappings.mapped_bytes(), std::uint64_t{4} << 20);
   mappings.begin_call();
-  ASSERT_NE(map(c), nullptr);
-  mappings.trim(std::uint64_t{2} << 20);
-  EXPECT_EQ(mappings.mapped_files(), 1u);  // b's went, the older
+  ASSERT_NE(map(a), nullptr);
+  mappings.trim(0);
+  EXPECT_EQ(mappings.mapped_files(), 2u);  // one of b's and c's went
+  EXPECT_EQ(mappings.mapped_bytes(), std::uint64_t{4} << 20);
+}
+
+// Calls that alternate two sets of files (an output held while the next call
+// makes another) keep both mapped whatever the limit: each call would
+// otherwise map and fault its files afresh.
+TEST(PeerMappings, FilesOfAlternatingCallsStayMapped) {
+  const Buffer a = Buffer::shareable(DataType::UInt8, Shape{std::int64_t{2} << 20});
+  const Buffer b = Buffer::shareable(DataType::UInt8, Shape{std::int64_t{2} << 20});
+  PeerMappings mappings;
+  auto map = [&](const Buffer& buffer) {
+    const auto at = location_of(buffer);
+    return mappings.map(1, ::getpid(), at.fd, at.inode, at.file_bytes);
+  };
+  for (int call = 0; call < 6; ++call) {
+    mappings.begin_call();
+    ASSERT_NE(map(call % 2 == 0 ? a : b), nullptr);
+    mappings.trim(std::uint64_t{1} << 20);  // below one file
+    EXPECT_EQ(mappings.mapped_files(), call == 0 ? 1u : 2u) << "call " << call;
+  }
 }
 
 // ---- the collective, on real processes ----------------------------------------------------

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <string>
 
 namespace kolo::comm::shm {
@@ -20,6 +21,14 @@ void PeerMappings::drop(std::size_t index) noexcept {
 }
 
 void PeerMappings::trim(std::uint64_t keep_bytes) {
+  // A caller that holds one output while the next call makes another (an
+  // allgather's outputs through the API) alternates two sets of files: keep
+  // room for two calls' worth, or every call would map and fault its files
+  // afresh.
+  std::uint64_t in_use = 0;
+  for (const Entry& e : entries_)
+    if (e.last_call == calls_) in_use += e.bytes;
+  keep_bytes = std::max(keep_bytes, 2 * in_use);
   while (mapped_bytes_ > keep_bytes || entries_.size() > kMaxEntries) {
     auto oldest = entries_.end();
     for (auto it = entries_.begin(); it != entries_.end(); ++it) {

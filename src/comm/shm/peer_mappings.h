@@ -27,8 +27,9 @@ class PeerMappings {
   // whatever this call uses.
   void begin_call() { ++calls_; }
   // A mapping keeps the peer's memory alive after the peer frees it, so beyond
-  // `keep_bytes` of mapped files the least recently used that this call does
-  // not use are unmapped (and beyond kMaxEntries files).
+  // `keep_bytes` (or twice what this call uses, if more) of mapped files the
+  // least recently used that this call does not use are unmapped (and beyond
+  // kMaxEntries files).
   void trim(std::uint64_t keep_bytes);
 
   std::size_t mapped_files() const { return entries_.size(); }
