@@ -200,6 +200,12 @@ TEST(PeerMappings, RefusesAnotherFileALongerOneOrAGoneProcess) {
   EXPECT_EQ(mappings.mapped_files(), 0u);
 }
 
+// Maps `buffer`'s file as peer 1's through `mappings`.
+std::byte* map_as_peer(PeerMappings& mappings, const Buffer& buffer) {
+  const auto at = location_of(buffer);
+  return mappings.map(1, ::getpid(), at.fd, at.inode, at.file_bytes);
+}
+
 // Mapped files keep the peer's memory alive, so those older calls used go past
 // a limit (or past twice what the current call uses); never those the current
 // call uses.
@@ -208,10 +214,7 @@ TEST(PeerMappings, OlderCallsFilesAreUnmappedPastTheLimit) {
   const Buffer b = Buffer::shareable(DataType::UInt8, Shape{std::int64_t{2} << 20});
   const Buffer c = Buffer::shareable(DataType::UInt8, Shape{std::int64_t{2} << 20});
   PeerMappings mappings;
-  auto map = [&](const Buffer& buffer) {
-    const auto at = location_of(buffer);
-    return mappings.map(1, ::getpid(), at.fd, at.inode, at.file_bytes);
-  };
+  auto map = [&](const Buffer& buffer) { return map_as_peer(mappings, buffer); };
   mappings.begin_call();
   ASSERT_NE(map(a), nullptr);
   mappings.trim(0);
@@ -244,10 +247,7 @@ TEST(PeerMappings, FilesOfAlternatingCallsStayMapped) {
   const Buffer a = Buffer::shareable(DataType::UInt8, Shape{std::int64_t{2} << 20});
   const Buffer b = Buffer::shareable(DataType::UInt8, Shape{std::int64_t{2} << 20});
   PeerMappings mappings;
-  auto map = [&](const Buffer& buffer) {
-    const auto at = location_of(buffer);
-    return mappings.map(1, ::getpid(), at.fd, at.inode, at.file_bytes);
-  };
+  auto map = [&](const Buffer& buffer) { return map_as_peer(mappings, buffer); };
   for (int call = 0; call < 6; ++call) {
     mappings.begin_call();
     ASSERT_NE(map(call % 2 == 0 ? a : b), nullptr);
