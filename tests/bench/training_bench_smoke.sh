@@ -32,16 +32,19 @@ for name, (one, two, scaling) in rows.items():
 for ratio in ("kolo / DDP with 2 workers", "kolo.torch (Python) / DDP with 2 workers"):
     assert re.search(re.escape(ratio) + r": [0-9.]+x \([0-9.]+x against", summary), f"no '{ratio}' line"
 assert "medians of 2 rounds" in summary, "no note of the rounds"
-# Every configuration ran in both rounds, its 1- and 2-worker runs back to back.
-runs = re.findall(r"^-- round (\d): (.*)$", rounds, re.M)
-assert len(runs) == 2 * 9, f"{len(runs)} runs"
-for i in range(0, len(runs) - 1):
-    name = runs[i][1].rsplit(",", 1)[0]
-    if runs[i][1].endswith("worker") or runs[i][1].endswith("workers"):
-        partner = [r for r in runs if r[0] == runs[i][0] and r[1].rsplit(",", 1)[0] == name]
-        assert len(partner) == 2, f"round {runs[i][0]}: {name} ran {len(partner)} times"
-        j = [k for k, r in enumerate(runs) if r[0] == runs[i][0] and r[1].rsplit(",", 1)[0] == name]
-        assert j[1] == j[0] + 1, f"round {runs[i][0]}: {name}'s runs are not back to back"
+# Every configuration ran in both rounds, a framework's 1- and 2-worker runs
+# back to back.
+rounds_run = {}
+for number, run in re.findall(r"^-- round (\d+): (.*)$", rounds, re.M):
+    rounds_run.setdefault(number, []).append(run)
+assert sorted(rounds_run) == ["1", "2"], f"rounds {sorted(rounds_run)}"
+for number, runs in rounds_run.items():
+    assert len(runs) == 9, f"round {number}: {len(runs)} runs"
+    for run in runs:
+        if re.search(r", [12] workers?$", run):
+            framework = run.rsplit(",", 1)[0]
+            at = [i for i, r in enumerate(runs) if r.rsplit(",", 1)[0] == framework]
+            assert len(at) == 2 and at[1] == at[0] + 1, f"round {number}: {framework} ran at {at}"
 print(f"training_bench_smoke: {len(rows)} rows well-formed")
 PY
 /usr/bin/python3 bench/training_results.py --input "$out/summary.txt" --out "$out/results" >/dev/null
