@@ -30,6 +30,8 @@
 # --smoke: the smallest run (1 and 2 workers, ring and ps1, one step, a tiny
 # model), for CI. Needs root (ip netns, tc); exits 77 without it.
 set -euo pipefail
+script=$(realpath "$0")
+arguments=("$@")
 cd "$(dirname "$0")/.."
 
 workers_list="1 2 4 8"
@@ -92,54 +94,26 @@ max_workers=0
 for n in $workers_list; do (( n > max_workers )) && max_workers=$n; done
 hosts=$(( max_workers * 3 ))
 (( hosts < max_workers + 1 )) && hosts=$(( max_workers + 1 ))
-prefix=kpsf$$
-switch=$prefix-sw
-host() { echo "$prefix-h$1"; }
 
-# Namespaces of earlier runs whose script is gone.
-for ns in $(ip netns list | awk '{print $1}' | grep '^kpsf[0-9]*-' || true); do
-  pid=${ns#kpsf}; pid=${pid%%-*}
-  kill -0 "$pid" 2>/dev/null || { ip netns pids "$ns" 2>/dev/null | xargs -r kill -9; ip netns delete "$ns"; rm -rf "/etc/netns/$ns"; }
-done
-cleanup() {
-  for ns in $(ip netns list | awk '{print $1}' | grep "^$prefix-" || true); do
-    ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
-    ip netns delete "$ns" 2>/dev/null || true
-    rm -rf "/etc/netns/$ns"
-  done
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-ip netns add "$switch"
-ip -n "$switch" link add name br0 type bridge
-ip -n "$switch" link set br0 up
-table="127.0.0.1 localhost"
-for (( i = 0; i < hosts; i++ )); do table+=$'\n'"10.233.$(( i / 200 )).$(( i % 200 + 1 )) $(host "$i")"; done
-shape="tbf rate $rate burst 256kb latency 100ms"
-for (( i = 0; i < hosts; i++ )); do
-  h=$(host "$i")
-  ip netns add "$h"
-  ip -n "$h" link set lo up
-  ip -n "$h" link add name eth0 type veth peer name p$i netns "$switch"
-  ip -n "$switch" link set p$i master br0
-  ip -n "$switch" link set p$i up
-  ip -n "$h" addr add "10.233.$(( i / 200 )).$(( i % 200 + 1 ))/16" dev eth0
-  ip -n "$h" link set eth0 up
-  ip netns exec "$h" tc qdisc add dev eth0 root $shape           # what the host sends
-  ip netns exec "$switch" tc qdisc add dev p$i root $shape       # what it receives
-  mkdir -p "/etc/netns/$h"
-  echo "$table" > "/etc/netns/$h/hosts"
-done
+# The hosts: bench/netns_hosts.py makes them, runs this script again on this
+# machine with their names in NETNS_HOSTS, and removes them whatever happens.
+if [[ -z ${NETNS_HOSTS:-} ]]; then
+  /usr/bin/python3 bench/netns_hosts.py check || exit $?  # 77: namespaces cannot be made here
+  exec /usr/bin/python3 bench/netns_hosts.py run --hosts "$hosts" --rate "$rate" --burst 256k --latency 100ms \
+    --host -1 -- "$script" "${arguments[@]}"
+fi
+read -r -a host_names <<<"$NETNS_HOSTS"
+(( ${#host_names[@]} >= hosts )) || { echo "run_ps_figure: NETNS_HOSTS names fewer than $hosts hosts" >&2; exit 2; }
+host() { echo "${host_names[$1]}"; }
 
 # Bytes through host i's link, "sent received", from /proc/net/dev.
 link_bytes() {
-  ip netns exec "$(host "$1")" awk '$1 == "eth0:" { print $10, $2 }' /proc/net/dev
+  ip netns exec "$(host "$1")" awk -v dev="$NETNS_INTERFACE:" '$1 == dev { print $10, $2 }' /proc/net/dev
 }
 
 mkdir -p "$out"
 log=$(mktemp)
-trap 'rm -f "$log"; cleanup' EXIT
+trap 'rm -f "$log"' EXIT
 
 # Runs configuration $1 with $2 workers; prints "samples/s worker_tx worker_rx
 # server_tx server_rx" (bytes per step; the server's: the busiest server link).
@@ -153,7 +127,7 @@ run_one() {
   esac
   local rank_hosts="" i
   for (( i = 0; i < n; i++ )); do rank_hosts+="${rank_hosts:+,}$(host "$i"):1"; done
-  local args=(--launcher-command "ip netns exec {host}" --network-interface eth0 --bind-to none
+  local args=(--launcher-command "ip netns exec {host}" --network-interface "$NETNS_INTERFACE" --bind-to none
               -np "$n" -H "$rank_hosts")
   local server_hosts=()
   if (( servers > 0 )); then
