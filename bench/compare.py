@@ -205,6 +205,11 @@ def is_kolo(name):
     return name.startswith("kolo-")
 
 
+def ran_in(names, sizes):
+    """Those of `names` with a result at some size of `sizes` ({bytes: {program: ...}})."""
+    return [x for x in names if any(x in cell for cell in sizes.values())]
+
+
 def print_tables(table, names, args, title=lambda key: f"{key} ranks"):
     """One busbw table per key of `table` (rank counts in order; other keys as given),
     with the programs that ran for that key."""
@@ -212,7 +217,7 @@ def print_tables(table, names, args, title=lambda key: f"{key} ranks"):
     all_names = names
     for key in keys:
         sizes = table[key]
-        names = [x for x in all_names if any(x in cell for cell in sizes.values())]
+        names = ran_in(all_names, sizes)
         peers = [n for n in names if not is_kolo(n)]
         kolos = [n for n in names if is_kolo(n)]
         bound = ", kolo and gloo ranks bound to cores" if args.bind else ""
@@ -251,7 +256,7 @@ def write_outputs(rows, raw, table, names, args, prefix="compare", stem=lambda k
         w.writeheader()
         w.writerows(rows)
     for key, sizes in table.items():
-        here = [x for x in names if any(x in cell for cell in sizes.values())]
+        here = ran_in(names, sizes)
         for suffix, index, fmt in (("", 0, "{:.6f}"), ("-time", 1, "{:.3f}")):
             extra = extra_columns(key) if index == 0 else {}
             with open(f"{base}-{stem(key)}{suffix}.csv", "w", newline="") as f:

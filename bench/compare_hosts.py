@@ -133,23 +133,21 @@ def programs_for(wanted, tools, hosts, layout, args):
             # affected.
             "--mca", "routed", "direct", *yield_when_idle, tools.mpi_bench]
 
-    made = {
-        "kolo-tcp": lambda: compare.Program("kolo-tcp", lambda n: kolorun(tools.kolo_bench, "--mode", "comm"),
-                                            {"KOLO_BACKEND": "tcp"}),
-        "kolo-api-tcp": lambda: compare.Program("kolo-api-tcp", lambda n: kolorun(tools.kolo_bench, "--mode", "api"),
-                                                {"KOLO_BACKEND": "tcp"}),
-        "kolo-hier": lambda: compare.Program("kolo-hier", lambda n: kolorun(tools.kolo_bench, "--mode", "comm"),
-                                             {"KOLO_BACKEND": "tcp", "KOLO_HIERARCHICAL": "1"}),
-        "kolo-api-hier": lambda: compare.Program("kolo-api-hier",
-                                                 lambda n: kolorun(tools.kolo_bench, "--mode", "api"),
-                                                 {"KOLO_BACKEND": "tcp", "KOLO_HIERARCHICAL": "1"}),
-        "kolo-gloo": lambda: compare.Program("kolo-gloo", lambda n: kolorun(tools.kolo_bench, "--mode", "comm"),
-                                             {"KOLO_BACKEND": "gloo"}),
-        "mpi-tcp": lambda: compare.Program("mpi-tcp", lambda n: mpirun()),
-        "gloo-ring": lambda: compare.Program("gloo-ring", lambda n: kolorun(tools.gloo_bench, "--algorithm", "ring")),
-        "gloo-hd": lambda: compare.Program("gloo-hd",
-                                           lambda n: kolorun(tools.gloo_bench, "--algorithm", "halving-doubling")),
-    }
+    # kolo-bench's mode and environment, and gloo_bench's algorithm, per program.
+    kolo = {"kolo-tcp": ("comm", {"KOLO_BACKEND": "tcp"}), "kolo-api-tcp": ("api", {"KOLO_BACKEND": "tcp"}),
+            "kolo-hier": ("comm", {"KOLO_BACKEND": "tcp", "KOLO_HIERARCHICAL": "1"}),
+            "kolo-api-hier": ("api", {"KOLO_BACKEND": "tcp", "KOLO_HIERARCHICAL": "1"}),
+            "kolo-gloo": ("comm", {"KOLO_BACKEND": "gloo"})}
+    gloo = {"gloo-ring": "ring", "gloo-hd": "halving-doubling"}
+
+    def make(base):
+        if base in kolo:
+            mode, env = kolo[base]
+            return compare.Program(base, lambda n: kolorun(tools.kolo_bench, "--mode", mode), dict(env))
+        if base in gloo:
+            return compare.Program(base, lambda n: kolorun(tools.gloo_bench, "--algorithm", gloo[base]))
+        return compare.Program(base, lambda n: mpirun())
+
     programs = []
     for name in wanted:
         base, settings = split_variant(name)
@@ -157,7 +155,7 @@ def programs_for(wanted, tools, hosts, layout, args):
             continue  # one rank per host: nothing to compose
         if base == "gloo-hd" and args.op != "allreduce":
             continue
-        program = made[base]()
+        program = make(base)
         # NETNS_*: where netns_exec.sh (kolorun's launcher, mpirun's agent) puts each host.
         program.name, program.env = name, dict(hosts.environment(), **(program.env or {}), **settings)
         programs.append(program)
