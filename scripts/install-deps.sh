@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ccache pkg-config
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev
-  libgloo-dev libopenmpi-dev openmpi-bin
+  libgloo-dev libopenmpi-dev openmpi-bin python3-mpi4py
   libtorch-dev python3-torch libopenblas0-pthread zlib1g-dev
   python3-dev pybind11-dev python3-pytest python3-torchvision
   dataset-fashion-mnist gnuplot-nox

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace kolo {
 
@@ -10,6 +11,16 @@ namespace kolo {
 // the peers and starts the background thread. Throws kolo::Error on failure.
 // Calling init() twice is an error; init() after shutdown() starts a new session.
 void init();
+// Joins the world made of these ranks of the job instead (Horovod's
+// init(comm=[ranks])): this process's rank is its index in `ranks`, size() is
+// their number, and only they meet; other ranks of the job may form other worlds
+// with their own lists at the same time. Every listed rank calls init with the
+// same list. A list of every rank in order is the job itself. Throws
+// InvalidArgumentError for an empty list, a rank listed twice or out of range, or
+// a list without this process's rank, and TimeoutError naming the ranks that did
+// not join within KOLO_START_TIMEOUT. Such a world runs on shared memory or TCP,
+// not MPI, and not through parameter servers.
+void init(const std::vector<int>& ranks);
 
 // Completes or fails every pending operation, stops the background thread and
 // releases the communicator. Safe to call more than once; also runs at exit.

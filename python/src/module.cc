@@ -72,10 +72,14 @@ void define_exceptions(py::module_& m) {
   });
 }
 
-void init() {
+// `ranks`: the job ranks of a world of some of them (Horovod's init(comm=...)).
+void init(const std::optional<std::vector<int>>& ranks) {
   if (kolo::is_initialized()) return;  // as Horovod: a second init() is harmless
   py::gil_scoped_release released;     // init() waits for every rank to arrive
-  kolo::init();
+  if (ranks)
+    kolo::init(*ranks);
+  else
+    kolo::init();
 }
 
 void shutdown() {
@@ -108,7 +112,7 @@ PYBIND11_MODULE(_kolo, m) {
   using namespace kolo::python;
   m.doc() = "kolo's engine for kolo.torch; use the functions of kolo.torch, not these.";
   define_exceptions(m);
-  m.def("init", &init);
+  m.def("init", &init, py::arg("ranks") = py::none());
   m.def("shutdown", &shutdown);
   m.def("is_initialized", &kolo::is_initialized);
   m.def("rank", &kolo::rank);

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <optional>
 
 #include "api/allocator_tuning.h"
 #include "api/known_settings.h"
@@ -82,10 +83,10 @@ void await_init(std::unique_lock<std::mutex>& lock) {
 int g_generation = 0;
 
 // Everything init() does, outside g_mutex (only one init() runs at a time).
-std::unique_ptr<Session> start_session() {
+std::unique_ptr<Session> start_session(const std::optional<std::vector<int>>& world_ranks) {
   detail::check_late_settings();
   detail::tune_allocator_for_training();
-  auto session = std::make_unique<Session>(bootstrap::Job::join(g_generation++));
+  auto session = std::make_unique<Session>(bootstrap::Job::join(g_generation, world_ranks));
   const Topology& t = session->job.topology();
   detail::warn_about_unknown_settings();  // after join(), whose log lines name the rank
   auto config = engine::EngineConfig::from_env();
@@ -131,7 +132,9 @@ void check_not_forked() {
 }
 }  // namespace runtime
 
-void init() {
+namespace {
+
+void init_session(const std::optional<std::vector<int>>& world_ranks) {
   {
     std::unique_lock lock(g_mutex);
     if (g_forked) throw InvalidArgumentError("kolo::init(): " + forked_message());
@@ -143,7 +146,7 @@ void init() {
   }
   std::unique_ptr<Session> session;
   try {
-    session = start_session();
+    session = start_session(world_ranks);
   } catch (...) {
     std::lock_guard lock(g_mutex);
     g_initializing = false;
@@ -159,6 +162,12 @@ void init() {
   static std::once_flag at_exit;
   std::call_once(at_exit, [] { std::atexit(shutdown_at_exit); });
 }
+
+}  // namespace
+
+void init() { init_session(std::nullopt); }
+
+void init(const std::vector<int>& ranks) { init_session(ranks); }
 
 void shutdown() {
   std::unique_ptr<Session> session;

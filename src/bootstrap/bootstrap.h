@@ -1,11 +1,13 @@
 // How a process joins its job: the one entry point of src/bootstrap/, called by
 // init() (api/runtime.cc), process sets and kolo-bench. Behind it:
 //   topology.h             who this rank is, from kolorun's, mpirun's or Slurm's environment;
+//   world.h                a world of some of the job's ranks (init with a list of ranks);
 //   rendezvous_file.h      the store for srun and mpirun jobs that no kolorun serves;
 //   communicator_choice.h  which communicator the job's ranks use.
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "bootstrap/topology.h"
@@ -21,10 +23,16 @@ class Job {
   // rendezvous store, connects to it, announces this rank (init/<generation>/rank/<r>)
   // and waits for every rank, so that a rank that never started is named here
   // (TimeoutError, within KOLO_START_TIMEOUT) instead of hanging the first
-  // collective. Log lines carry the rank from here on. `generation` tells this
-  // process's sessions apart (init() counts its calls): every session gets fresh
-  // rendezvous keys and shared-memory names.
-  static Job join(int generation);
+  // collective. Log lines carry the rank from here on. The generation tells this
+  // process's sessions apart: every session gets fresh rendezvous keys and
+  // shared-memory names. join() takes it from `generations` (and counts it) only
+  // once the arguments have passed their checks, so that a call refused on one
+  // rank alone leaves every rank's count in step.
+  // With `world_ranks`, the process joins the world of those job ranks instead
+  // (world.h): its rank is its index in the list, and only the listed ranks meet.
+  static Job join(int& generations, const std::optional<std::vector<int>>& world_ranks = std::nullopt);
+  // A job made of what join() found.
+  static Job of(Topology topology, int generation, std::unique_ptr<store::StoreClient> store);
 
   const Topology& topology() const { return topology_; }
   int generation() const { return generation_; }

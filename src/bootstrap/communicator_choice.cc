@@ -136,6 +136,9 @@ std::unique_ptr<comm::Communicator> make_hierarchical(Network network, const Top
 }
 
 std::unique_ptr<comm::Communicator> make_mpi(const Topology& t, const comm::CommunicatorOptions& options) {
+  if (!t.whole_job())
+    throw InvalidArgumentError("KOLO_BACKEND=mpi serves the whole job (MPI_COMM_WORLD), not a world of some of its "
+                               "ranks (init with a list of ranks); leave KOLO_BACKEND unset or choose shm, tcp or gloo");
   auto comm = comm::make_mpi_communicator(options);
   if (comm->size() != t.size || comm->rank() != t.rank)
     throw InvalidArgumentError("the MPI communicator needs the job's ranks to be MPI's, but MPI sees rank " +
@@ -166,7 +169,7 @@ std::unique_ptr<comm::Communicator> choose(const Topology& t, int generation, st
     }
     case Backend::Auto: break;
   }
-  if (started_by_mpirun(t.launcher) && comm::mpi_available()) return make_mpi(t, options);
+  if (started_by_mpirun(t.launcher) && t.whole_job() && comm::mpi_available()) return make_mpi(t, options);
   // Between hosts kolo's own sockets: gloo's transport hands every message
   // through its I/O thread and waits for the receiver's ready notice, which makes
   // allreduces up to 64 KiB tens of times slower (docs/benchmarks.md, "Across hosts").
@@ -203,6 +206,9 @@ std::unique_ptr<comm::Communicator> make_communicator(const Topology& t, int gen
   const auto ps = comm::ps::PsSettings::from_env();
   auto comm = t.size == 1 ? comm::make_self_communicator() : choose(t, generation, store, options);
   if (ps.servers > 0) {
+    if (!t.whole_job())
+      throw InvalidArgumentError("parameter-server mode (KOLO_NUM_SERVERS) serves the whole job, not a world of some "
+                                 "of its ranks (init with a list of ranks)");
     const std::string workers = comm->name();
     comm = comm::ps::make_ps_communicator(std::move(comm), generation, ps,
                                           require_store(store, "parameter-server mode (KOLO_NUM_SERVERS)"),

@@ -1,7 +1,8 @@
 // Which communicator a job uses, from where its ranks run and how they started.
 //
 //   KOLO_BACKEND=auto (default)
-//     started by mpirun (and kolo built with MPI)      -> mpi
+//     started by mpirun (and kolo built with MPI)      -> mpi (the whole job only,
+//                                                        not a world of some of its ranks)
 //     every rank on one host                            -> shm
 //     ranks on several hosts                            -> hierarchical (shm + tcp)
 //   KOLO_BACKEND=shm    shm; an error when the job spans hosts

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace kolo {
 
@@ -35,6 +36,11 @@ struct Topology {
   std::string job_id;      // names this job's shared-memory segments
   std::string store_addr;  // host:port of the rendezvous store; empty without one
   std::string secret;      // proves membership of the job to the store
+  // Empty when the ranks above are the job's own; for a world made of some of the
+  // job's ranks (init with a list of ranks, world.h) the job rank of each of its
+  // ranks. Such a world is not MPI_COMM_WORLD.
+  std::vector<int> job_ranks;
+  bool whole_job() const { return job_ranks.empty(); }
 };
 
 // Reads the launcher's environment: KOLO_* (kolorun; KOLO_LAUNCHER=mpirun for

@@ -13,7 +13,8 @@ constexpr int kBenchGeneration = 1 << 30;
 }  // namespace
 
 BenchCommunicator make_bench_communicator() {
-  auto job = bootstrap::Job::join(kBenchGeneration);
+  int generation = kBenchGeneration;
+  auto job = bootstrap::Job::join(generation);
   auto comm = job.communicator();
   return BenchCommunicator{std::move(job), std::move(comm)};
 }

@@ -1,6 +1,8 @@
 """Session control and what was built, as horovod.common.basics."""
 
 
+import os
+
 from kolo.torch import _kolo
 from kolo.torch.process_sets import add_process_set
 
@@ -8,17 +10,53 @@ from kolo.torch.process_sets import add_process_set
 def init(comm=None, process_sets=None):
     """Joins the job kolorun (or mpirun, or Slurm) started; a job of one without them.
 
+    comm, as in Horovod, makes the world of some of the job's ranks instead: a
+    list of ranks (rank i of the world is job rank comm[i]), or an mpi4py
+    communicator in a job mpirun (or kolorun --mpi) started, whose ranks are the
+    world's. Every member passes the same ranks; other ranks may form their own
+    worlds at the same time.
+
     A second init() is harmless; init() after shutdown() starts a new session."""
-    if comm is not None:
-        raise NotImplementedError('kolo.torch.init: comm (an MPI communicator or a list of ranks) is not '
-                                  'supported; kolo joins every rank of the job')
     if isinstance(process_sets, str):
         raise NotImplementedError(f"kolo.torch.init: process_sets={process_sets!r}; pass a list of ProcessSets "
                                   "(kolo adds and removes sets at any time without 'dynamic')")
-    _kolo.init()
+    _kolo.init(None if comm is None else _world_ranks(comm))
     for process_set in process_sets or []:
         if getattr(process_set, 'process_set_id', None) is None:
             add_process_set(process_set)
+
+
+def _world_ranks(comm):
+    """The job ranks of the world init(comm=...) asks for."""
+    if hasattr(comm, 'Get_group') and hasattr(comm, 'Get_size'):
+        return _mpi_ranks(comm)
+    if isinstance(comm, (str, bytes)) or not hasattr(comm, '__iter__'):
+        raise TypeError(f'kolo.torch.init: comm must be a list of ranks or an mpi4py communicator, not {comm!r}')
+    ranks = list(comm)
+    for r in ranks:
+        if isinstance(r, bool) or not isinstance(r, int):
+            raise TypeError(f'kolo.torch.init: comm lists ranks (ints), not {r!r}')
+    return ranks
+
+
+def _mpi_ranks(comm):
+    """An mpi4py communicator's members as ranks of MPI_COMM_WORLD, which are the
+    job's ranks when mpirun (or kolorun --mpi) started the job."""
+    from mpi4py import MPI
+    if comm == MPI.COMM_NULL:
+        raise ValueError('kolo.torch.init: comm is MPI.COMM_NULL: this process is in no world')
+    world = MPI.COMM_WORLD
+    job_rank, job_size = os.environ.get('KOLO_RANK'), os.environ.get('KOLO_SIZE')
+    if job_size is not None and (int(job_size) != world.Get_size() or int(job_rank) != world.Get_rank()):
+        raise ValueError(f'kolo.torch.init: comm is an MPI communicator, but MPI_COMM_WORLD (rank '
+                         f'{world.Get_rank()} of {world.Get_size()}) is not this job (rank {job_rank} of '
+                         f'{job_size}): start the job with kolorun --mpi or mpirun to pass MPI communicators')
+    group, world_group = comm.Get_group(), world.Get_group()
+    try:
+        return list(MPI.Group.Translate_ranks(group, list(range(comm.Get_size())), world_group))
+    finally:
+        group.Free()
+        world_group.Free()
 
 
 shutdown = _kolo.shutdown

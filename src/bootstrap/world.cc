@@ -1,0 +1,75 @@
+#include "bootstrap/world.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <set>
+
+#include "kolo/error.h"
+
+namespace kolo::bootstrap {
+
+bool is_whole_job(const std::vector<int>& ranks, int size) {
+  if (static_cast<int>(ranks.size()) != size) return false;
+  for (int r = 0; r < size; ++r) {
+    if (ranks[static_cast<std::size_t>(r)] != r) return false;
+  }
+  return true;
+}
+
+std::string describe_ranks(const std::vector<int>& ranks) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
+  return s + "]";
+}
+
+void check_world_ranks(const Topology& job, const std::vector<int>& ranks) {
+  const std::string what = "kolo::init: the ranks " + describe_ranks(ranks);
+  if (ranks.empty()) throw InvalidArgumentError("kolo::init: the list of ranks is empty");
+  std::set<int> seen;
+  for (int r : ranks) {
+    if (r < 0 || r >= job.size)
+      throw InvalidArgumentError(what + " include " + std::to_string(r) + ", which is not a rank of this job of " +
+                                 std::to_string(job.size));
+    if (!seen.insert(r).second) throw InvalidArgumentError(what + " list rank " + std::to_string(r) + " twice");
+  }
+  if (!seen.count(job.rank))
+    throw InvalidArgumentError(what + " do not include this process, rank " + std::to_string(job.rank) +
+                               " of the job: each process joins a world it belongs to");
+}
+
+std::string world_name(const std::vector<int>& ranks) {
+  std::uint64_t hash = 14695981039346656037ull;  // FNV-1a over the list
+  for (int r : ranks) {
+    for (int byte = 0; byte < 4; ++byte) {
+      hash ^= (static_cast<std::uint32_t>(r) >> (8 * byte)) & 0xffu;
+      hash *= 1099511628211ull;
+    }
+  }
+  char name[20];
+  std::snprintf(name, sizeof name, "w%016llx", static_cast<unsigned long long>(hash));
+  return name;
+}
+
+Topology world_topology(const Topology& job, const std::vector<int>& ranks, const std::vector<int>& hosts) {
+  Topology t;
+  t.launcher = job.launcher;
+  t.store_addr = job.store_addr;
+  t.secret = job.secret;
+  t.job_id = job.job_id.empty() ? world_name(ranks) : job.job_id + "-" + world_name(ranks);
+  t.job_ranks = ranks;
+  t.size = static_cast<int>(ranks.size());
+  t.rank = static_cast<int>(std::find(ranks.begin(), ranks.end(), job.rank) - ranks.begin());
+  std::vector<int> host_order;  // job host indices, as the list first meets them
+  for (int h : hosts) {
+    if (std::find(host_order.begin(), host_order.end(), h) == host_order.end()) host_order.push_back(h);
+  }
+  const int my_host = hosts[static_cast<std::size_t>(t.rank)];
+  t.cross_size = static_cast<int>(host_order.size());
+  t.cross_rank = static_cast<int>(std::find(host_order.begin(), host_order.end(), my_host) - host_order.begin());
+  t.local_rank = static_cast<int>(std::count(hosts.begin(), hosts.begin() + t.rank, my_host));
+  t.local_size = static_cast<int>(std::count(hosts.begin(), hosts.end(), my_host));
+  return t;
+}
+
+}  // namespace kolo::bootstrap
