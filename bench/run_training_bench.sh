@@ -22,7 +22,10 @@
 # ratios within each round (a framework's 1- and 2-worker runs go back to back),
 # which a machine whose speed drifts moves least.
 # Each round also runs two independent one-worker jobs side by side, one per core:
-# their sum over twice one worker is the scaling this machine allows at all.
+# their sum over twice one worker is the scaling this machine allows at all; and
+# two workers that only meet once a step (--lockstep-only: no gradients), the
+# scaling synchronous training allows here, since each step then waits for the
+# slower worker's.
 #
 # With --across-hosts 1 the 2-worker runs put one worker on each of two network-
 # namespace hosts (bench/netns_hosts.py), which it finds in NETNS_HOSTS,
@@ -169,6 +172,8 @@ run_config() {
            value=$(total_img_sec "${kolorun_two[@]}" "$benchmark" "${args[@]}") ;;
     pair) echo "-- round $round: two independent kolo 1-worker jobs, one per core" >&2
           value=$(independent_pair) ;;
+    lockstep) echo "-- round $round: kolo, 2 workers in lockstep, gradients not allreduced" >&2
+              value=$(total_img_sec "${kolorun_two[@]}" "$benchmark" "${args[@]}" --lockstep-only) ;;
     ddp1) echo "-- round $round: PyTorch DDP (gloo), 1 worker" >&2
           value=$(total_img_sec ddp 1) ;;
     ddp2) echo "-- round $round: PyTorch DDP (gloo), 2 workers" >&2
@@ -185,14 +190,14 @@ run_config() {
 # that its scaling is read from runs minutes apart at most: this VM's speed drifts
 # by up to a fifth within the hour. Each round starts one framework later, so
 # that none always runs first (or last).
-units=(kolo pair ddp tuned)
+units=(kolo pair lockstep ddp tuned)
 [[ $with_python == 1 ]] && units=(py "${units[@]}")
 for round in $(seq "$repeat"); do
   n=${#units[@]}
   for ((i = 0; i < n; i++)); do
     unit=${units[$(((i + round - 1) % n))]}
-    if [[ $unit == pair ]]; then
-      run_config pair
+    if [[ $unit == pair || $unit == lockstep ]]; then
+      run_config "$unit"
     elif ((round % 2)); then
       run_config "${unit}1"; run_config "${unit}2"
     else
@@ -227,6 +232,7 @@ summary() {
       row("PyTorch DDP (gloo)", ddp1, ddp2)
       row("PyTorch DDP (gloo) tuned malloc", tuned1, tuned2)
       row("two independent 1-worker jobs", kolo1, pair)
+      row("2 workers in lockstep, no gradients", kolo1, lockstep)
       printf "kolo / DDP with 2 workers: %.2fx (%.2fx against DDP with the tuned allocator)\n",
         ratio(kolo2, ddp2, 1), ratio(kolo2, tuned2, 1)
       if (python == 1) {

@@ -33,6 +33,11 @@ struct Flags {
   int num_batches_per_iter = 10;
   std::string compression = "none";
   int threads = 0;  // 0: the host's cores shared among the local ranks
+  // No gradient allreduce: the workers only meet once a step (an 8-byte
+  // allreduce), so each step lasts as long as the slower worker's. What
+  // synchronous training can reach on the machine at all, whatever carries the
+  // gradients (bench/run_training_bench.sh's "lockstep" row).
+  bool lockstep_only = false;
 };
 
 void log(const std::string& line) {
@@ -59,13 +64,22 @@ class Benchmark {
         data_(torch::randn({flags.batch_size, 3, flags.image_size, flags.image_size})),
         target_(torch::randint(flags.num_classes, {flags.batch_size}, torch::kLong)) {
     kolo::torch::broadcast_parameters(*model_, 0);
-    auto sgd = std::make_shared<torch::optim::SGD>(model_->parameters(), torch::optim::SGDOptions(0.01 * kolo::size()));
+    sgd_ = std::make_shared<torch::optim::SGD>(model_->parameters(), torch::optim::SGDOptions(0.01 * kolo::size()));
+    if (flags.lockstep_only) return;
     kolo::torch::DistributedOptimizerOptions options;
     options.compression = kolo::torch::parse_compression(flags.compression);
-    optimizer_.emplace(sgd, model_->named_parameters(), options);
+    optimizer_.emplace(sgd_, model_->named_parameters(), options);
   }
 
   void step() {
+    if (!optimizer_) {
+      sgd_->zero_grad();
+      torch::nn::functional::cross_entropy(model_->forward(data_), target_).backward();
+      float meet = 0;
+      kolo::allreduce(kolo::Tensor{&meet, kolo::DataType::Float32, {1}}, {.name = "lockstep"});
+      sgd_->step();
+      return;
+    }
     optimizer_->zero_grad();
     torch::nn::functional::cross_entropy(model_->forward(data_), target_).backward();
     optimizer_->step();
@@ -88,7 +102,8 @@ class Benchmark {
   ResNet model_;
   torch::Tensor data_;
   torch::Tensor target_;
-  std::optional<kolo::torch::DistributedOptimizer> optimizer_;
+  std::shared_ptr<torch::optim::SGD> sgd_;
+  std::optional<kolo::torch::DistributedOptimizer> optimizer_;  // empty with --lockstep-only
 };
 
 void run(const Flags& flags) {
@@ -103,6 +118,7 @@ void run(const Flags& flags) {
   log("Image size: " + std::to_string(flags.image_size));
   log("Number of workers: " + std::to_string(kolo::size()) + " (" + std::to_string(threads) + " thread(s) each)");
   log("Compression: " + flags.compression);
+  if (flags.lockstep_only) log("Gradients: not allreduced (--lockstep-only: one 8-byte allreduce a step)");
 
   log("Running warmup...");
   benchmark.time(flags.num_warmup_batches);
@@ -156,6 +172,9 @@ int main(int argc, char** argv) {
   app.add_option("--threads", flags.threads, "Intra-op threads per worker (0: cores / local workers)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  app.add_flag("--lockstep-only", flags.lockstep_only,
+               "Do not allreduce the gradients; only meet once a step (an 8-byte allreduce): the ceiling of "
+               "synchronous training on this machine");
   CLI11_PARSE(app, argc, argv);
 
   try {

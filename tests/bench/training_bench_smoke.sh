@@ -24,7 +24,7 @@ for line in summary.splitlines():
     if m:
         rows[m.group(1)] = [float(m.group(i)) for i in (2, 3, 4)]
 expected = {"kolo", "PyTorch DDP (gloo)", "PyTorch DDP (gloo) tuned malloc", "two independent 1-worker jobs",
-            "kolo.torch (Python)"}
+            "2 workers in lockstep, no gradients", "kolo.torch (Python)"}
 assert set(rows) == expected, f"rows {sorted(rows)}"
 for name, (one, two, scaling) in rows.items():
     assert one > 0 and two > 0, f"no throughput for {name}: {rows[name]}"
@@ -39,7 +39,7 @@ for number, run in re.findall(r"^-- round (\d+): (.*)$", rounds, re.M):
     rounds_run.setdefault(number, []).append(run)
 assert sorted(rounds_run) == ["1", "2"], f"rounds {sorted(rounds_run)}"
 for number, runs in rounds_run.items():
-    assert len(runs) == 9, f"round {number}: {len(runs)} runs"
+    assert len(runs) == 10, f"round {number}: {len(runs)} runs"
     for run in runs:
         if re.search(r", [12] workers?$", run):
             framework = run.rsplit(",", 1)[0]
