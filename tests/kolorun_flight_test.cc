@@ -23,6 +23,22 @@ TEST(KolorunFlightRecorder, TimeoutNamesTheRankThatNeverSubmitted) {
       << result.err;
 }
 
+TEST(KolorunFlightRecorder, EachWorldOfTheJobIsReportedOnItsOwn) {
+  // Two worlds (even and odd job ranks), each with its rank 0 waiting in 'x':
+  // their records do not overwrite each other, and each gets its verdict.
+  auto result = run_kolorun_at(KOLORUN_PATH, {"-np", "4", "--timeout", "3", KOLO_STUCK_PATH, "worlds-stuck"}, 30s);
+  EXPECT_EQ(result.exit_code, 124) << result.err;
+  std::size_t worlds = 0, verdicts = 0;
+  for (auto at = result.err.find("a world of some of the job's ranks"); at != std::string::npos;
+       at = result.err.find("a world of some of the job's ranks", at + 1))
+    ++worlds;
+  for (auto at = result.err.find("verdict: rank(s) 1 behind: 'x' is pending on rank(s) 0"); at != std::string::npos;
+       at = result.err.find("verdict: rank(s) 1 behind: 'x' is pending on rank(s) 0", at + 1))
+    ++verdicts;
+  EXPECT_EQ(worlds, 2u) << result.err;
+  EXPECT_EQ(verdicts, 2u) << result.err;
+}
+
 TEST(KolorunFlightRecorder, AFailedRankIsReportedWithWhatTheOthersWaitFor) {
   auto result = run_kolorun_at(KOLORUN_PATH, {"-np", "2", KOLO_STUCK_PATH, "fail"}, 30s);
   EXPECT_EQ(result.exit_code, 3) << result.err;

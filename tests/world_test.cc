@@ -2,6 +2,7 @@
 // their topology, and disjoint worlds running side by side over shared memory and TCP.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -74,6 +75,8 @@ TEST(WorldRanks, LocalRanksFollowTheHostsInTheListsOrder) {
   EXPECT_EQ(t.job_ranks, (std::vector<int>{5, 0, 4, 1}));
   EXPECT_FALSE(t.whole_job());
   EXPECT_EQ(t.job_id, "job-" + world_name({5, 0, 4, 1}));
+  EXPECT_EQ(bootstrap::job_id_of(t), "job");
+  EXPECT_EQ(bootstrap::job_id_of(job), "job");
   EXPECT_EQ(t.store_addr, job.store_addr);
   EXPECT_EQ(t.secret, job.secret);
 }
@@ -89,6 +92,8 @@ std::int64_t sum_of(std::int64_t value, const std::string& name) {
 TEST(Worlds, DisjointWorldsRunSideBySideThenTheJobMeetsAgain) {
   SpawnOptions options;
   options.env["KOLO_HOST_ADDR"] = "127.0.0.1";  // the simulated hosts are this one
+  std::string job_id;
+  options.on_started = [&](const StartedJob& job) { job_id = job.job_id; };
   run_ranks(6, [](int rank) {
     place_on_fake_host(rank, 2, 3);
     const std::vector<int> a{5, 0, 4, 1}, b{3, 2};
@@ -110,6 +115,10 @@ TEST(Worlds, DisjointWorldsRunSideBySideThenTheJobMeetsAgain) {
     EXPECT_EQ(sum_of(1, "job.sum"), 6);
     kolo::shutdown();
   }, options);
+  // The worlds' flight directories (inside the job's) went with their sessions.
+  ASSERT_FALSE(job_id.empty());
+  for (const auto& entry : std::filesystem::directory_iterator("/tmp"))
+    EXPECT_EQ(entry.path().filename().string().find("kolo-flight-" + job_id), std::string::npos) << entry.path();
 }
 
 // A refusal on one rank alone keeps the job's sessions in step: the next init()

@@ -16,6 +16,7 @@
 #include "api/process_set_table.h"
 #include "api/settings_check.h"
 #include "bootstrap/bootstrap.h"
+#include "bootstrap/world.h"
 #include "kolo/error.h"
 #include "kolo/runtime.h"
 namespace kolo {
@@ -90,8 +91,15 @@ std::unique_ptr<Session> start_session(const std::optional<std::vector<int>>& wo
   const Topology& t = session->job.topology();
   detail::warn_about_unknown_settings();  // after join(), whose log lines name the rank
   auto config = engine::EngineConfig::from_env();
+  // A world's ranks are not the job's: its records (rank<r>.json by world rank)
+  // go to a directory of its own inside the job's, where kolorun looks too.
+  std::string job_id = t.job_id;
+  if (!t.whole_job()) {
+    config.flight_recorder_world = bootstrap::world_name(t.job_ranks);
+    job_id = bootstrap::job_id_of(t);
+  }
   if (config.flight_recorder_dir.empty())
-    config.flight_recorder_dir = "/tmp/kolo-flight-" + (t.job_id.empty() ? std::to_string(getpid()) : t.job_id);
+    config.flight_recorder_dir = "/tmp/kolo-flight-" + (job_id.empty() ? std::to_string(getpid()) : job_id);
   session->config = config;
   session->engine = std::make_shared<engine::Engine>(session->job.communicator(), config);
   return session;

@@ -72,4 +72,10 @@ Topology world_topology(const Topology& job, const std::vector<int>& ranks, cons
   return t;
 }
 
+std::string job_id_of(const Topology& t) {
+  if (t.whole_job()) return t.job_id;
+  const std::string name = world_name(t.job_ranks);
+  return t.job_id.size() > name.size() ? t.job_id.substr(0, t.job_id.size() - name.size() - 1) : "";
+}
+
 }  // namespace kolo::bootstrap

@@ -33,6 +33,10 @@ struct EngineConfig {
   // KOLO_FLIGHT_RECORDER_DIR: where rank<r>.json goes on an error, a stall or SIGUSR1.
   std::size_t flight_recorder_size = 1024;
   std::string flight_recorder_dir;
+  // Empty for the job; for a world of some of its ranks (init with a list of
+  // ranks) the world's name: its records go to <flight_recorder_dir>/<world>/,
+  // since its ranks are not the job's.
+  std::string flight_recorder_world;
 
   static EngineConfig from_env();
 };

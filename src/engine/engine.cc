@@ -54,8 +54,10 @@ Engine::Engine(std::unique_ptr<comm::Communicator> comm, EngineConfig config)
   }
   if (config_.flight_recorder_size > 0) {
     std::string dir = config_.flight_recorder_dir.empty() ? "/tmp/kolo-flight" : config_.flight_recorder_dir;
+    const bool in_world = !config_.flight_recorder_world.empty();
+    if (in_world) dir += "/" + config_.flight_recorder_world;
     recorder_ = std::make_unique<FlightRecorder>(config_.flight_recorder_size, rank_, size_,
-                                                 dir + "/rank" + std::to_string(rank_) + ".json");
+                                                 dir + "/rank" + std::to_string(rank_) + ".json", in_world ? 2 : 1);
     recorder_->watch_sigusr1();
   }
   thread_ = std::thread([this] { loop(); });

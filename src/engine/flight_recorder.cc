@@ -43,7 +43,9 @@ std::string escape(const std::string& s) {
 // alone (0700; one that exists is left as it is), and so is each file (0600),
 // never written through a symbolic link.
 void make_private_directory(const std::filesystem::path& dir) {
-  if (std::filesystem::create_directories(dir)) std::filesystem::permissions(dir, std::filesystem::perms::owner_all);
+  if (dir.empty() || std::filesystem::exists(dir)) return;
+  make_private_directory(dir.parent_path());  // every level it makes is private
+  if (std::filesystem::create_directory(dir)) std::filesystem::permissions(dir, std::filesystem::perms::owner_all);
 }
 
 void write_private_file(const std::string& path, const std::string& content) {
@@ -73,10 +75,11 @@ const char* to_string(OpPhase phase) {
   return "?";
 }
 
-FlightRecorder::FlightRecorder(std::size_t capacity, int rank, int size, std::string path)
+FlightRecorder::FlightRecorder(std::size_t capacity, int rank, int size, std::string path, int own_levels)
     : rank_(rank),
       size_(size),
       path_(std::move(path)),
+      own_levels_(own_levels),
       origin_(coarse_now()),
       wall_origin_(std::chrono::system_clock::now()),
       ring_(std::max<std::size_t>(capacity, 1)) {}
@@ -91,7 +94,9 @@ FlightRecorder::~FlightRecorder() {
   if (watcher_.joinable()) {
     std::error_code ec;
     std::filesystem::remove(pid_file_for(path_), ec);
-    std::filesystem::remove(std::filesystem::path(path_).parent_path(), ec);  // only if empty
+    auto dir = std::filesystem::path(path_).parent_path();
+    for (int level = 0; level < own_levels_ && !dir.empty(); ++level, dir = dir.parent_path())
+      std::filesystem::remove(dir, ec);  // only if empty
     int fd = g_sigusr1_fd.exchange(-1);
     ::sigaction(SIGUSR1, &g_previous_sigusr1, nullptr);
     char stop = 's';

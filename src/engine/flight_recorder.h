@@ -31,7 +31,10 @@ struct FlightRecord {
 
 class FlightRecorder {
  public:
-  FlightRecorder(std::size_t capacity, int rank, int size, std::string path);
+  // `path` is the record file; the recorder makes its directory and, when done,
+  // removes the pid file and, if they are empty, the `own_levels` directories
+  // above them that the record lives in (2 for a world's directory inside the job's).
+  FlightRecorder(std::size_t capacity, int rank, int size, std::string path, int own_levels = 1);
   ~FlightRecorder();
   FlightRecorder(const FlightRecorder&) = delete;
   FlightRecorder& operator=(const FlightRecorder&) = delete;
@@ -62,6 +65,7 @@ class FlightRecorder {
 
   const int rank_, size_;
   const std::string path_;
+  const int own_levels_;
   const std::chrono::steady_clock::time_point origin_;
   const std::chrono::system_clock::time_point wall_origin_;
   mutable std::mutex mutex_;

@@ -162,11 +162,28 @@ struct JobSupervisor::Impl {
   // SIGUSR1 goes to each process whose kolo engine announced itself with a pid
   // file, and only if it belongs to one of our ranks' process groups; the rest of
   // a rank's group (a wrapper script, say) would die of it.
-  void request_records() {
+  // The job's flight directory, then those of the worlds its ranks formed
+  // (init with a list of ranks: a directory w<hash> each, inside the job's).
+  std::vector<std::filesystem::path> record_dirs() const {
+    std::vector<std::filesystem::path> dirs{settings.flight_dir};
     std::error_code ec;
     for (const auto& entry : std::filesystem::directory_iterator(settings.flight_dir, ec)) {
-      if (entry.path().extension() != ".pid") continue;
-      std::ifstream in(entry.path());
+      std::error_code kind;
+      if (entry.is_directory(kind) && entry.path().filename().string().rfind('w', 0) == 0) dirs.push_back(entry.path());
+    }
+    std::sort(dirs.begin() + 1, dirs.end());
+    return dirs;
+  }
+
+  void request_records() {
+    std::vector<std::filesystem::path> pid_files;
+    for (const auto& dir : record_dirs()) {
+      std::error_code ec;
+      for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) pid_files.push_back(entry.path());
+    }
+    for (const auto& path : pid_files) {
+      if (path.extension() != ".pid") continue;
+      std::ifstream in(path);
       pid_t pid = 0;
       if (!(in >> pid) || pid <= 0) continue;
       pid_t group = ::getpgid(pid);
@@ -181,11 +198,15 @@ struct JobSupervisor::Impl {
     flight_deadline.reset();
     // No directory: the program is not a kolo program (or never reached init()),
     // and kept no flight record to report on.
-    std::error_code missing;
-    kolo::flight::record_files(settings.flight_dir, missing);
-    if (!missing)
-      report("flight recorder (" + settings.flight_dir + "):\n" +
-             kolo::flight::report_for_directory(settings.flight_dir, settings.size));
+    const auto dirs = record_dirs();
+    for (std::size_t i = 0; i < dirs.size(); ++i) {
+      std::error_code missing;
+      const auto files = kolo::flight::record_files(dirs[i].string(), missing);
+      if (missing || (files.empty() && dirs.size() > 1)) continue;  // the job's own, when worlds took its place
+      // A world's size is its own: the report counts the ranks its records name.
+      report("flight recorder (" + dirs[i].string() + (i > 0 ? ", a world of some of the job's ranks" : "") +
+             "):\n" + kolo::flight::report_for_directory(dirs[i].string(), i == 0 ? settings.size : 0));
+    }
     if (stop_after_flight) stop_job(*exit_status, SIGTERM, "");
   }
 
