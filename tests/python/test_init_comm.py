@@ -91,7 +91,7 @@ def test_a_rank_that_joins_another_world_is_named(own_session, monkeypatch):
 
 
 def test_the_whole_list_is_the_job(own_session):
-    hvd.init(comm=list(range(JOB_SIZE)))
+    hvd.init(comm=range(JOB_SIZE))  # any iterable of integers
     assert (hvd.rank(), hvd.size()) == (JOB_RANK, JOB_SIZE)
     assert hvd.allreduce(torch.ones(1), op=hvd.Sum, name='whole').item() == JOB_SIZE
 

@@ -1,6 +1,7 @@
 """Session control and what was built, as horovod.common.basics."""
 
 
+import operator
 import os
 
 from kolo.torch import _kolo
@@ -32,10 +33,14 @@ def _world_ranks(comm):
         return _mpi_ranks(comm)
     if isinstance(comm, (str, bytes)) or not hasattr(comm, '__iter__'):
         raise TypeError(f'kolo.torch.init: comm must be a list of ranks or an mpi4py communicator, not {comm!r}')
-    ranks = list(comm)
-    for r in ranks:
-        if isinstance(r, bool) or not isinstance(r, int):
-            raise TypeError(f'kolo.torch.init: comm lists ranks (ints), not {r!r}')
+    ranks = []
+    for r in comm:
+        try:
+            if isinstance(r, bool):
+                raise TypeError
+            ranks.append(operator.index(r))  # ints, numpy's too
+        except TypeError:
+            raise TypeError(f'kolo.torch.init: comm lists ranks (ints), not {r!r}') from None
     return ranks
 
 
