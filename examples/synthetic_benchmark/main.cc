@@ -72,17 +72,15 @@ class Benchmark {
   }
 
   void step() {
-    if (!optimizer_) {
-      sgd_->zero_grad();
-      torch::nn::functional::cross_entropy(model_->forward(data_), target_).backward();
-      float meet = 0;
-      kolo::allreduce(kolo::Tensor{&meet, kolo::DataType::Float32, {1}}, {.name = "lockstep"});
-      sgd_->step();
+    optimizer_ ? optimizer_->zero_grad() : sgd_->zero_grad();
+    torch::nn::functional::cross_entropy(model_->forward(data_), target_).backward();
+    if (optimizer_) {
+      optimizer_->step();
       return;
     }
-    optimizer_->zero_grad();
-    torch::nn::functional::cross_entropy(model_->forward(data_), target_).backward();
-    optimizer_->step();
+    float meet = 0;  // --lockstep-only: the workers meet, the gradients stay
+    kolo::allreduce(kolo::Tensor{&meet, kolo::DataType::Float32, {1}}, {.name = "lockstep"});
+    sgd_->step();
   }
 
   // Seconds for `batches` steps.

@@ -7,12 +7,6 @@
 
 namespace kolo {
 
-std::string describe_ranks(const std::vector<int>& ranks) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < ranks.size(); ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);
-  return out + "]";
-}
-
 int ProcessSetTable::next_id() const {
   std::lock_guard lock(mutex_);
   return next_id_;

@@ -8,12 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "common/rank_list.h"
 #include "engine/engine.h"
 
 namespace kolo {
-
-// "[0, 2, 3]", for messages.
-std::string describe_ranks(const std::vector<int>& ranks);
 
 class ProcessSetTable {
  public:

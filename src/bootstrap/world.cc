@@ -17,12 +17,6 @@ bool is_whole_job(const std::vector<int>& ranks, int size) {
   return true;
 }
 
-std::string describe_ranks(const std::vector<int>& ranks) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
-  return s + "]";
-}
-
 void check_world_ranks(const Topology& job, const std::vector<int>& ranks) {
   const std::string what = "kolo::init: the ranks " + describe_ranks(ranks);
   if (ranks.empty()) throw InvalidArgumentError("kolo::init: the list of ranks is empty");

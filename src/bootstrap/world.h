@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "bootstrap/topology.h"
+#include "common/rank_list.h"
 
 namespace kolo::bootstrap {
 
@@ -21,9 +22,6 @@ void check_world_ranks(const Topology& job, const std::vector<int>& ranks);
 // The world's name, the same on every member and different for another list:
 // "w" and 16 hex digits of a hash of the list.
 std::string world_name(const std::vector<int>& ranks);
-
-// "[0, 2, 3]", for messages.
-std::string describe_ranks(const std::vector<int>& ranks);
 
 // This rank's place in the world. `hosts` holds each member's host index in the
 // job (its cross rank): members on one host are the world's local ranks, in the
