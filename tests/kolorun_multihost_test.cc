@@ -849,29 +849,37 @@ TEST_F(KolorunRemoteExec, LauncherCommandThatExitsWithoutStartingTheRemoteSideIs
 }
 
 TEST_F(KolorunRemoteExec, SilenceFromKolorunKillsTheRemoteRankGroup) {
+  // The host timeout also bounds the remote side's start: stretched where
+  // everything is slow (a sanitizer build's start can take over a second).
+  const std::string timeout = seconds_bound(1s);
   std::string script = "sleep 100 & echo $$ $! > " + dir_.file("pids.") + "$KOLO_RANK; wait";
-  Subprocess kolorun(job({"--host-timeout", "1", "sh", "-c", script}));
+  Subprocess kolorun(job({"--host-timeout", timeout, "sh", "-c", script}));
   ASSERT_TRUE(wait_for([&] { return read_pids(dir_.path(), "pids.").size() == 4; }, 10s));
   // A stopped kolorun sends no heartbeat, yet its pipes stay open.
   ::kill(kolorun.pid(), SIGSTOP);
   for (pid_t pid : read_pids(dir_.path(), "pids."))
-    EXPECT_TRUE(wait_for([&] { return !process_alive(pid); }, 5s)) << pid << " survived";
+    EXPECT_TRUE(wait_for([&] { return !process_alive(pid); }, time_bound(5s))) << pid << " survived";
   ::kill(kolorun.pid(), SIGCONT);
-  auto result = kolorun.wait(10s);
+  auto result = kolorun.wait(time_bound(10s));
   EXPECT_EQ(result.exit_code, 128 + SIGKILL) << result.err;
-  EXPECT_NE(result.err.find("no word from kolorun for 1 s"), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find("no word from kolorun for " + timeout + " s"), std::string::npos) << result.err;
 }
 
 TEST_F(KolorunRemoteExec, BlockedOutputDoesNotSilenceHeartbeats) {
-  // kolorun's stdout is a pipe nobody reads for 3 s (a pager, a stopped reader):
-  // kolorun blocks writing the ranks' output, yet the remote ends must keep
-  // hearing from it (host timeout 1 s).
+  // kolorun's stdout is a pipe nobody reads for three host timeouts (a pager, a
+  // stopped reader): kolorun blocks writing the ranks' output, yet the remote ends
+  // must keep hearing from it. The timeout is stretched where everything is slow,
+  // since it also bounds the remote side's start.
+  const long timeout = std::stol(seconds_bound(1s));
   std::string kolorun_command;
-  for (const auto& word : job({"--host-timeout", "1", "sh", "-c",
-                               "head -c 400000 /dev/zero | tr '\\0' x | fold -w 100; echo; sleep 2; echo done=$KOLO_RANK"}))
+  for (const auto& word : job({"--host-timeout", std::to_string(timeout), "sh", "-c",
+                               "head -c 400000 /dev/zero | tr '\\0' x | fold -w 100; echo; sleep " +
+                                   std::to_string(2 * timeout) + "; echo done=$KOLO_RANK"}))
     kolorun_command += "'" + word + "' ";
-  auto result = kolo::testing::run_command(
-      {"bash", "-c", "set -o pipefail; " + kolorun_command + "| (sleep 3; cat) | grep -c '<stdout>:done='"}, 20s);
+  auto result = kolo::testing::run_command({"bash", "-c",
+                                            "set -o pipefail; " + kolorun_command + "| (sleep " +
+                                                std::to_string(3 * timeout) + "; cat) | grep -c '<stdout>:done='"},
+                                           time_bound(20s));
   EXPECT_EQ(result.exit_code, 0) << result.err;
   EXPECT_EQ(result.out, "2\n") << result.err;
   EXPECT_EQ(result.err.find("no word from kolorun"), std::string::npos) << result.err;
