@@ -16,7 +16,8 @@
 #
 # Needs a build with -DKOLO_BUILD_EXAMPLES=ON -DKOLO_WITH_TORCH=ON and Debian's
 # python3-torch. Every worker gets --threads intra-op threads (1 by default, so
-# two workers use two cores and the comparison with one worker is fair). With
+# two workers use two cores and the comparison with one worker is fair; OpenBLAS's
+# pool too, through OPENBLAS_NUM_THREADS). With
 # --repeat N every configuration runs N times, interleaved; the summary gives each
 # one's median round, and its scaling and the ratios to DDP as the medians of the
 # ratios within each round (a framework's 1- and 2-worker runs go back to back),
@@ -86,6 +87,13 @@ done
 
 args=(--model "$model" --batch-size "$batch_size" --image-size "$image_size" --num-warmup-batches "$warmup"
       --num-iters "$iters" --num-batches-per-iter "$batches_per_iter" --threads "$threads")
+# Every worker computes with --threads threads. torch.set_num_threads sizes
+# libtorch's own pool, but Debian's libtorch does its matrix products in
+# OpenBLAS, whose pthread pool has a thread per CPU the process may use: a lone
+# unbound worker would borrow the idle second core (about 0.1 core-seconds per
+# ResNet-50 step, measured) that no worker of a 2-worker job has, and DDP's
+# unbound workers would each run two.
+export OPENBLAS_NUM_THREADS=$threads
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 
