@@ -114,6 +114,42 @@ TEST(InPlaceApi, AllgatherGathersInPlaceOfTheOutputsTheEngineAllocates) {
       options);
 }
 
+// A fused batch of views that lie end to end in one Buffer (a gradient bucket)
+// is one buffer: reduced in place of it. Where one rank's views are apart (in
+// another order), every rank copies through the slots alike, with the right sums.
+TEST(InPlaceApi, AFusedBatchOfViewsEndToEndInOneBufferIsReducedInPlace) {
+  run_ranks(2, [](int rank) {
+    kolo::init();
+    std::vector<Buffer> kept;
+    kept.reserve(2);
+    constexpr std::int64_t kPart = kCount / 4;
+    auto parts = [&](Buffer& b, bool reversed) {
+      std::vector<Tensor> views;
+      for (int i = 0; i < 4; ++i) {
+        Tensor t = b.view();
+        t.data = b.as<float>() + (reversed ? 3 - i : i) * kPart;
+        t.shape = {kPart};
+        views.push_back(t);
+      }
+      return views;
+    };
+    Buffer& bucket = fresh(kept, rank);
+    expect_maps(1, "end to end on every rank", [&] {
+      kolo::grouped_allreduce(parts(bucket, false), {.op = ReduceOp::Sum, .name = "bucket"});
+    });
+    EXPECT_EQ(bucket.as<float>()[0], 3.0f);
+    EXPECT_EQ(bucket.as<float>()[kCount - 1], 3.0f);
+
+    Buffer& shuffled = fresh(kept, rank);
+    expect_maps(0, "apart on rank 1", [&] {
+      kolo::grouped_allreduce(parts(shuffled, rank == 1), {.op = ReduceOp::Sum, .name = "shuffled"});
+    });
+    EXPECT_EQ(shuffled.as<float>()[0], 3.0f);
+    EXPECT_EQ(shuffled.as<float>()[kCount - 1], 3.0f);
+    kolo::shutdown();
+  });
+}
+
 // Memory that does not hold the view's data (another Buffer's, or a Buffer's
 // given to plain memory) is not what the data lies in: such a view is plain
 // memory, copied through the slots, with the right result.

@@ -30,13 +30,27 @@ bool fits(const File& file, std::size_t bytes) {
   return file.offset <= file.file_bytes && bytes <= file.file_bytes - file.offset;
 }
 
-// The peer's buffer at `file` (checked with fits()), nullptr when it cannot be
-// mapped; nullptr and fine when nothing was published.
-std::byte* locate(PeerMappings& mappings, int peer, int pid, const File& file, bool& failed) {
+// Where the peer's `file` is mapped here, nullptr when it cannot be mapped;
+// nullptr and fine when nothing was published.
+std::byte* map_file(PeerMappings& mappings, int peer, int pid, const File& file, bool& failed) {
   if (file.file_bytes == 0) return nullptr;
   std::byte* base = mappings.map(peer, pid, file.fd, file.inode, file.file_bytes);
   if (base == nullptr) failed = true;
-  return base == nullptr ? nullptr : base + file.offset;
+  return base;
+}
+
+// The same files as `b`, wherever in them the buffers lie: the parts of one
+// Buffer (the gradients of a bucket, say) need no new mapping from call to call.
+bool same_files(const BufferExchange::Published& a, const BufferExchange::Published& b) {
+  auto same = [](const File& x, const File& y) {
+    return x.fd == y.fd && x.inode == y.inode && x.file_bytes == y.file_bytes;
+  };
+  return a.pid == b.pid && a.usable == b.usable && same(a.send, b.send) && same(a.recv, b.recv);
+}
+
+bool same_files(const std::vector<BufferExchange::Published>& a, const std::vector<BufferExchange::Published>& b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(),
+                                            [](const auto& x, const auto& y) { return same_files(x, y); });
 }
 
 }  // namespace
@@ -46,7 +60,9 @@ BufferExchange::BufferExchange(int size)
       table_(static_cast<std::size_t>(size)),
       published_sizes_(static_cast<std::size_t>(size), sizeof(Published)),
       sends_(static_cast<std::size_t>(size)),
-      recvs_(static_cast<std::size_t>(size)) {}
+      recvs_(static_cast<std::size_t>(size)),
+      send_bases_(static_cast<std::size_t>(size)),
+      recv_bases_(static_cast<std::size_t>(size)) {}
 
 bool BufferExchange::map_peers(ShmChannel& channel) {
   const int n = channel.size(), me = channel.rank();
@@ -55,8 +71,8 @@ bool BufferExchange::map_peers(ShmChannel& channel) {
   for (int j = 0; j < n; ++j) {
     if (j == me) continue;
     const Published& p = table_[static_cast<std::size_t>(j)];
-    sends_[j] = locate(mappings_, j, p.pid, p.send, failed);
-    recvs_[j] = locate(mappings_, j, p.pid, p.recv, failed);
+    send_bases_[j] = map_file(mappings_, j, p.pid, p.send, failed);
+    recv_bases_[j] = map_file(mappings_, j, p.pid, p.recv, failed);
   }
   mappings_.trim(kKeptPeerBytes);
   const std::uint8_t mapped = failed ? 0 : 1;
@@ -87,12 +103,17 @@ bool BufferExchange::exchange(ShmChannel& channel, Local send, Local recv, bool 
       return false;  // every rank read the same table, so every rank returns here
     }
   }
-  // 2. Map the peers' files, unless every rank already has (the same table as
+  // 2. Map the peers' files, unless every rank already has (the same files as
   // the last call, whose mapping all ranks confirmed).
-  if (!(last_mapped_ && table_ == last_table_)) {
+  if (!(last_mapped_ && same_files(table_, last_table_))) {
     last_mapped_ = map_peers(channel);
     last_table_ = table_;
     if (!last_mapped_) return false;
+  }
+  for (int j = 0; j < static_cast<int>(table_.size()); ++j) {
+    const Published& p = table_[static_cast<std::size_t>(j)];
+    sends_[j] = send_bases_[j] ? send_bases_[j] + p.send.offset : nullptr;
+    recvs_[j] = recv_bases_[j] ? recv_bases_[j] + p.recv.offset : nullptr;
   }
   sends_[me] = static_cast<std::byte*>(const_cast<void*>(send.data));
   recvs_[me] = static_cast<std::byte*>(const_cast<void*>(recv.data));

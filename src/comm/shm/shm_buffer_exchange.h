@@ -64,6 +64,7 @@ class BufferExchange {
   bool last_mapped_ = false;
   std::vector<std::size_t> published_sizes_;
   std::vector<std::byte*> sends_, recvs_;
+  std::vector<std::byte*> send_bases_, recv_bases_;  // where each peer's files are mapped (null: none)
   PeerMappings mappings_;
 };
 

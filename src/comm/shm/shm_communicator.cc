@@ -155,12 +155,18 @@ class ShmCommunicator final : public Communicator {
   void allreduce_regions(std::span<const Region> regions, DataType dtype, ReduceOp op) override {
     run("allreduce", [&] {
       check_reduction(dtype, op);
-      if (regions.size() == 1 && regions[0].count * element_size(dtype) >= channel_->mapped_bytes() &&
-          shm::allreduce_in_place(*channel_, exchange_, regions[0].send, regions[0].recv, regions[0].count, dtype, op,
-                                  regions[0].placement, srcs_)) {
-        return;
+      const RegionList list(regions, element_size(dtype));
+      // The decision to try is the same on every rank (the same batch, so the
+      // same total); whether this rank's regions are one buffer is not, and the
+      // exchange tells every rank alike.
+      if (list.count() * element_size(dtype) >= channel_->mapped_bytes()) {
+        const Region whole = end_to_end(regions, element_size(dtype)).value_or(Region{});
+        if (shm::allreduce_in_place(*channel_, exchange_, whole.send, whole.recv, list.count(), dtype, op,
+                                    whole.placement, srcs_)) {
+          return;
+        }
       }
-      shm::allreduce(*channel_, RegionList(regions, element_size(dtype)), dtype, op, srcs_, run_srcs_);
+      shm::allreduce(*channel_, list, dtype, op, srcs_, run_srcs_);
     });
   }
 
