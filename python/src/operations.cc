@@ -142,6 +142,14 @@ at::Tensor new_output(const Tensor& like) {
   return torch::detail::from_buffer(Buffer::uninitialized(like.dtype, like.shape));
 }
 
+// Zeros of `like`'s dtype, `count` of them, in memory this host's other ranks
+// can map: allreduces of views of it work in place on shared memory (a gradient
+// bucket of DistributedOptimizer).
+at::Tensor shareable_zeros(std::int64_t count, const at::Tensor& like) {
+  if (count < 0) throw InvalidArgumentError("shareable_zeros needs a count of 0 or more, not " + std::to_string(count));
+  return torch::detail::from_buffer(Buffer::shareable(torch::to_kolo_dtype(like.scalar_type()), Shape{count}));
+}
+
 at::Tensor allreduce(const at::Tensor& input, bool in_place, const Name& name, int op, double prescale,
                      double postscale, int set) {
   release_finished();
@@ -264,6 +272,7 @@ void define_operations(py::module_& m) {
   using py::arg;
   const auto none = py::none();
   const auto set = arg("process_set") = 0;
+  m.def("shareable_zeros", &shareable_zeros, arg("count"), arg("like"));
   m.def("allreduce", &allreduce, arg("tensor"), arg("in_place"), arg("name") = none, arg("op"),
         arg("prescale"), arg("postscale"), set);
   m.def("allreduce_async", &allreduce_async, arg("tensor"), arg("in_place"), arg("name") = none, arg("op"),

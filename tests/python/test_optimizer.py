@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import kolo.torch as hvd
+from kolo.torch import _kolo
 
 BATCH = 4
 STEPS = 3
@@ -71,6 +72,40 @@ def test_groups_and_options_train_alike(options):
     alone = train(OPTIMIZERS['sgd-momentum'], False)
     for a, b in zip(distributed.parameters(), alone.parameters()):
         assert torch.allclose(a, b, atol=1e-10, rtol=1e-9)
+
+
+def test_gradients_live_in_one_shareable_bucket_after_the_first_step():
+    # Past 1 MiB of gradients, so that shared memory reduces the bucket in place;
+    # one step's zero_grad(set_to_none=True) makes backward allocate fresh
+    # gradients, which are moved back into their places.
+    def make():
+        torch.manual_seed(3)
+        return torch.nn.Sequential(torch.nn.Linear(5, 300), torch.nn.Tanh(), torch.nn.Linear(300, 600),
+                                   torch.nn.Tanh(), torch.nn.Linear(600, 2)).double()
+
+    def run(distributed):
+        model = make()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+        if distributed:
+            optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
+        storages = []
+        for step in range(4):
+            optimizer.zero_grad(set_to_none=step == 2)
+            x, y = global_batch(step)
+            if distributed:
+                x, y = my_rows(x), my_rows(y)
+            loss_of(model, x, y).backward()
+            optimizer.step()
+            storages.append({p.grad.storage().data_ptr() for p in model.parameters()})
+        return model, storages
+
+    distributed, storages = run(True)
+    alone, _ = run(False)
+    for (name, a), b in zip(distributed.named_parameters(), alone.parameters()):
+        assert torch.allclose(a, b, atol=1e-10, rtol=1e-9), name
+    if hvd.size() > 1 and _kolo.backend() == 'shm':
+        assert all(len(s) == 1 for s in storages), storages
+        assert len(set.union(*storages)) == 1, storages
 
 
 def test_fp16_compression_trains_close():

@@ -8,6 +8,15 @@
 //     reach k (a missing gradient travels as zeros), then waits for all of them
 //     and writes the results into the gradients.
 //  3. step() steps the wrapped optimizer on the result.
+//
+// Where the job's transport is shared memory and gradients travel as they are,
+// the first synchronize() lays every dtype's gradients out end to end in one
+// shareable Buffer, in the order their allreduces started (the order backward
+// produces them), and makes each gradient a view of its place. Backward then
+// accumulates into the views, and a fused batch of consecutive gradients is one
+// buffer that the ranks reduce in place of each other's memory instead of
+// copying it through the transport's segment and back. A gradient that is no
+// longer its view (assigned, or reset to undefined) moves back into it.
 #include "kolo/torch/optimizer.h"
 
 #include <ATen/core/Tensor.h>
@@ -17,6 +26,7 @@
 #include <torch/csrc/autograd/variable.h>
 #include <torch/optim/optimizer.h>
 
+#include <algorithm>
 #include <cmath>
 #include <exception>
 #include <functional>
@@ -27,7 +37,9 @@
 
 #include "kolo/collectives.h"
 #include "kolo/error.h"
+#include "kolo/runtime.h"
 #include "kolo/torch/collectives.h"
+#include "tensor_view.h"
 
 namespace kolo::torch {
 
@@ -120,6 +132,10 @@ class DistributedOptimizer::State : public std::enable_shared_from_this<State> {
     if (!optimizer_) throw InvalidArgumentError("DistributedOptimizer: the wrapped optimizer is null");
     check_options(options_);
     collect_parameters(named_parameters);
+    // Shared memory is the transport that works in place of shareable memory;
+    // compressed gradients travel in copies anyway.
+    buckets_wanted_ = options_.compression == Compression::None && kolo::is_initialized() && kolo::size() > 1 &&
+                      kolo::backend() == "shm";
   }
 
   ~State() {
@@ -178,6 +194,7 @@ class DistributedOptimizer::State : public std::enable_shared_from_this<State> {
     }
     reset_passes();
     if (error) std::rethrow_exception(error);
+    if (buckets_wanted_ && !laid_out_) lay_out_buckets();
     synchronized_ = true;
   }
 
@@ -202,7 +219,18 @@ class DistributedOptimizer::State : public std::enable_shared_from_this<State> {
       reset_passes();
       if (error) std::rethrow_exception(error);
     }
-    optimizer_->zero_grad();
+    if (!laid_out_) return optimizer_->zero_grad();
+    // libtorch's zero_grad() detaches each gradient in place, which a view of a
+    // bucket refuses: zero the buckets whole, and any other gradient as it would.
+    for (at::Tensor& bucket : buckets_) bucket.zero_();
+    for (const auto& group : optimizer_->param_groups()) {
+      for (const at::Tensor& param : group.params()) {
+        at::Tensor grad = param.grad();
+        if (!grad.defined() || in_a_bucket(grad)) continue;
+        grad.detach_();
+        grad.zero_();
+      }
+    }
   }
 
   ::torch::optim::Optimizer& optimizer() { return *optimizer_; }
@@ -225,9 +253,11 @@ class DistributedOptimizer::State : public std::enable_shared_from_this<State> {
     std::uintptr_t post_hook_key = 0;
     int passes_left = 1;
     bool in_flight = false;
+    bool recorded = false;  // in start_order_
     Handle handle;
     at::Tensor grad;  // the gradient being reduced
     at::Tensor wire;  // the memory kolo reduces: grad itself or a contiguous/compressed copy
+    at::Tensor place;  // the gradient's view of its bucket, once laid out
   };
 
   void collect_parameters(const NamedParameters& named_parameters) {
@@ -300,6 +330,7 @@ class DistributedOptimizer::State : public std::enable_shared_from_this<State> {
       throw InvalidArgumentError("DistributedOptimizer: parameter '" + slot.name +
                                  "' has a sparse gradient; kolo reduces dense gradients only");
     }
+    if (buckets_wanted_) grad = into_place(slot, grad);
     at::Tensor wire;
     if (auto dtype = wire_dtype(options_.compression, grad.scalar_type())) {
       wire = grad.detach().to(*dtype, /*non_blocking=*/false, /*copy=*/false, at::MemoryFormat::Contiguous);
@@ -338,12 +369,69 @@ class DistributedOptimizer::State : public std::enable_shared_from_this<State> {
     for (Slot& slot : slots_) slot.passes_left = options_.backward_passes_per_step;
   }
 
+  // Before the buckets exist: notes the order gradients start in. After: the
+  // gradient moved into its place, unless it is there already.
+  at::Tensor into_place(Slot& slot, const at::Tensor& grad) {
+    if (!laid_out_) {
+      if (!slot.recorded) {
+        slot.recorded = true;
+        start_order_.push_back(&slot - slots_.data());
+      }
+      return grad;
+    }
+    if (!slot.place.defined() || grad.is_same(slot.place)) return grad;
+    if (grad.data_ptr() == slot.place.data_ptr() && grad.sizes() == slot.place.sizes()) return grad;
+    if (grad.sizes() != slot.place.sizes() || grad.scalar_type() != slot.place.scalar_type()) return grad;
+    slot.place.copy_(grad.detach());
+    slot.param.mutable_grad() = slot.place;
+    return slot.place;
+  }
+
+  bool in_a_bucket(const at::Tensor& grad) const {
+    return std::any_of(buckets_.begin(), buckets_.end(),
+                       [&](const at::Tensor& bucket) { return grad.is_alias_of(bucket); });
+  }
+
+  void lay_out_buckets() {
+    laid_out_ = true;
+    std::vector<c10::ScalarType> dtypes;
+    for (std::size_t index : start_order_) {
+      const auto dtype = slots_[index].param.scalar_type();
+      if (std::find(dtypes.begin(), dtypes.end(), dtype) == dtypes.end()) dtypes.push_back(dtype);
+    }
+    for (const c10::ScalarType dtype : dtypes) {
+      std::int64_t total = 0;
+      for (std::size_t index : start_order_) {
+        if (slots_[index].param.scalar_type() == dtype) total += slots_[index].param.numel();
+      }
+      at::Tensor bucket = detail::from_buffer(Buffer::shareable(to_kolo_dtype(dtype), Shape{total}));
+      buckets_.push_back(bucket);
+      std::int64_t offset = 0;
+      for (std::size_t index : start_order_) {
+        Slot& slot = slots_[index];
+        if (slot.param.scalar_type() != dtype) continue;
+        slot.place = bucket.narrow(0, offset, slot.param.numel()).view(slot.param.sizes());
+        offset += slot.param.numel();
+        const at::Tensor grad = slot.param.grad();
+        if (grad.defined() && grad.layout() == c10::Layout::Strided) {
+          slot.place.copy_(grad.detach());
+          slot.param.mutable_grad() = slot.place;
+        }
+      }
+    }
+  }
+
   std::mutex mutex_;
   std::shared_ptr<::torch::optim::Optimizer> optimizer_;
   DistributedOptimizerOptions options_;
   std::vector<Slot> slots_;
   // synchronize() ran and no gradient arrived since.
   bool synchronized_ = false;
+  // Gradient buckets (see the top of this file): wanted, and laid out yet.
+  bool buckets_wanted_ = false;
+  bool laid_out_ = false;
+  std::vector<std::size_t> start_order_;  // slots in the order their first allreduces started
+  std::vector<at::Tensor> buckets_;       // one per dtype
 };
 
 namespace {

@@ -6,7 +6,9 @@ import warnings
 
 import torch
 
+from kolo.torch import _kolo
 from kolo.torch.compression import Compression
+from kolo.torch.gradient_buckets import GradientBuckets
 from kolo.torch.mpi_ops import (Average, Adasum, Sum, allreduce_async_, grouped_allreduce_async_,
                                 sparse_allreduce_async, synchronize)
 from kolo.torch.process_sets import global_process_set, _set_id
@@ -65,6 +67,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._should_synchronize = True
         self._group_ready = {}    # group index -> how many members' hooks ran
         self._group_handles = {}  # group index -> (handle, [(compressed, ctx) per member])
+        # Gradients in shareable buckets pay off where the transport works in place
+        # of them (shared memory) and only when they travel as they are.
+        self._buckets = None
+        if process_set.size() > 1 and compression is Compression.none and _kolo.backend() == 'shm':
+            self._buckets = GradientBuckets()
         if process_set.size() > 1:
             self._register_hooks()
 
@@ -122,6 +129,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 p.grad = tensor
             else:
                 return sparse_allreduce_async(tensor, name=name, op=self._op, process_set=self._process_set), 'sparse'
+        if self._buckets is not None:
+            self._buckets.place(p)
+            tensor = p.grad
         compressed, ctx = self._compression.compress(tensor)
         prescale, postscale = self._scales()
         handle = allreduce_async_(compressed, name=name, op=self._op, prescale_factor=prescale,
@@ -139,6 +149,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         for p in params:
             if p.grad.is_sparse:
                 p.grad = p.grad.to_dense()
+            if self._buckets is not None:
+                self._buckets.place(p)
             compressed, ctx = self._compression.compress(p.grad)
             tensors.append(compressed)
             ctxs.append(ctx)
@@ -207,6 +219,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._handles.clear()
         self._group_handles.clear()
         self._group_ready.clear()
+        if self._buckets is not None:
+            self._buckets.lay_out()
         self._synchronized = True
 
     def _write_gradient(self, p, compressed, ctx, reduced):
