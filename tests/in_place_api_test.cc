@@ -114,38 +114,52 @@ TEST(InPlaceApi, AllgatherGathersInPlaceOfTheOutputsTheEngineAllocates) {
       options);
 }
 
-// A fused batch of views that lie end to end in one Buffer (a gradient bucket)
-// is one buffer: reduced in place of it. Where one rank's views are apart (in
-// another order), every rank copies through the slots alike, with the right sums.
-TEST(InPlaceApi, AFusedBatchOfViewsEndToEndInOneBufferIsReducedInPlace) {
+// A fused batch of views of one Buffer (a gradient bucket) laid out alike on
+// every rank, in any order and with gaps between them, is reduced in place of
+// the ranks' Buffers. Where one rank's views lie elsewhere in its Buffer (another
+// order), every rank copies through the slots alike, with the right sums.
+TEST(InPlaceApi, AFusedBatchOfViewsLaidOutAlikeOnEveryRankIsReducedInPlace) {
   run_ranks(2, [](int rank) {
     kolo::init();
     std::vector<Buffer> kept;
-    kept.reserve(2);
-    constexpr std::int64_t kPart = kCount / 4;
-    auto parts = [&](Buffer& b, bool reversed) {
+    kept.reserve(3);
+    constexpr std::int64_t kPart = kCount / 8;
+    // Parts 0, 2, 4 and 6 of the Buffer (1, 3, 5 and 7 untouched), in `order`.
+    auto parts = [&](Buffer& b, std::vector<int> order) {
       std::vector<Tensor> views;
-      for (int i = 0; i < 4; ++i) {
+      for (int i : order) {
         Tensor t = b.view();
-        t.data = b.as<float>() + (reversed ? 3 - i : i) * kPart;
+        t.data = b.as<float>() + 2 * i * kPart;
         t.shape = {kPart};
         views.push_back(t);
       }
       return views;
     };
-    Buffer& bucket = fresh(kept, rank);
-    expect_maps(1, "end to end on every rank", [&] {
-      kolo::grouped_allreduce(parts(bucket, false), {.op = ReduceOp::Sum, .name = "bucket"});
+    auto check = [&](const Buffer& b, const std::string& route) {
+      for (int part = 0; part < 8; ++part) {
+        const float expected = part % 2 == 0 ? 3.0f : static_cast<float>(rank + 1);
+        EXPECT_EQ(b.as<float>()[part * kPart], expected) << route << " part " << part;
+        EXPECT_EQ(b.as<float>()[(part + 1) * kPart - 1], expected) << route << " part " << part;
+      }
+    };
+    Buffer& in_order = fresh(kept, rank);
+    expect_maps(1, "in order", [&] {
+      kolo::grouped_allreduce(parts(in_order, {0, 1, 2, 3}), {.op = ReduceOp::Sum, .name = "in_order"});
     });
-    EXPECT_EQ(bucket.as<float>()[0], 3.0f);
-    EXPECT_EQ(bucket.as<float>()[kCount - 1], 3.0f);
+    check(in_order, "in order");
 
     Buffer& shuffled = fresh(kept, rank);
-    expect_maps(0, "apart on rank 1", [&] {
-      kolo::grouped_allreduce(parts(shuffled, rank == 1), {.op = ReduceOp::Sum, .name = "shuffled"});
+    expect_maps(1, "shuffled alike", [&] {
+      kolo::grouped_allreduce(parts(shuffled, {2, 0, 3, 1}), {.op = ReduceOp::Sum, .name = "shuffled"});
     });
-    EXPECT_EQ(shuffled.as<float>()[0], 3.0f);
-    EXPECT_EQ(shuffled.as<float>()[kCount - 1], 3.0f);
+    check(shuffled, "shuffled alike");
+
+    Buffer& apart = fresh(kept, rank);
+    expect_maps(0, "laid out otherwise on rank 1", [&] {
+      kolo::grouped_allreduce(parts(apart, rank == 1 ? std::vector<int>{3, 2, 1, 0} : std::vector<int>{0, 1, 2, 3}),
+                              {.op = ReduceOp::Sum, .name = "apart"});
+    });
+    check(apart, "laid out otherwise");
     kolo::shutdown();
   });
 }

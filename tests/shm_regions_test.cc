@@ -58,32 +58,6 @@ TEST(RegionList, OneRegionIsOneRun) {
   EXPECT_EQ(runs_of(regions, 1, 6), (Runs{{0, 5, 1}}));
 }
 
-TEST(EndToEnd, RegionsThatFollowEachOtherInSendAndRecvAreOneBuffer) {
-  std::vector<float> in(10), out(10);
-  int memory_a = 0, memory_b = 0;  // stand-ins: only their addresses are compared
-  const auto* a = reinterpret_cast<const ShareableMemory*>(&memory_a);
-  const auto* b = reinterpret_cast<const ShareableMemory*>(&memory_b);
-  const Placement pa{a, a};
-  const std::vector<Region> joined{{in.data(), out.data(), 3, pa},
-                                   {in.data() + 3, out.data() + 3, 0, {}},  // empty: skipped
-                                   {in.data() + 3, out.data() + 3, 7, pa}};
-  const auto whole = end_to_end(joined, 4);
-  ASSERT_TRUE(whole.has_value());
-  EXPECT_EQ(whole->send, in.data());
-  EXPECT_EQ(whole->recv, out.data());
-  EXPECT_EQ(whole->count, 10u);
-  EXPECT_EQ(whole->placement.send, a);
-
-  // A gap, a swap, recv not following, another memory: not one buffer.
-  const std::vector<std::vector<Region>> apart{
-      {{in.data(), out.data(), 3, pa}, {in.data() + 4, out.data() + 3, 6, pa}},
-      {{in.data() + 3, out.data() + 3, 7, pa}, {in.data(), out.data(), 3, pa}},
-      {{in.data(), out.data(), 3, pa}, {in.data() + 3, out.data() + 4, 6, pa}},
-      {{in.data(), out.data(), 3, pa}, {in.data() + 3, out.data() + 3, 7, Placement{b, b}}},
-      {{in.data(), out.data(), 0, pa}}};
-  for (std::size_t i = 0; i < apart.size(); ++i) EXPECT_FALSE(end_to_end(apart[i], 4).has_value()) << i;
-}
-
 float input_value(int rank, std::size_t i) { return static_cast<float>((rank * 7919 + i * 31) % 1001) * 0.37f - 50.0f; }
 
 // In a rank: regions of `sizes` floats, reduced with allreduce_regions, must equal a

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <optional>
 #include <span>
 #include <vector>
 
@@ -20,31 +19,6 @@ struct Region {
   std::size_t count = 0;  // elements
   Placement placement{};  // the shareable memory send and recv lie in, if any
 };
-
-// The regions as one buffer, when each begins where the one before it ends, in
-// send and in recv alike, in the same memory (the gradients of a bucket, laid
-// out in the order they are reduced): the same index space as the list, so a
-// communicator may treat it as one call. Empty regions are skipped; nullopt when
-// the regions are apart or there are none with elements.
-inline std::optional<Region> end_to_end(std::span<const Region> regions, std::size_t element_size) {
-  std::optional<Region> whole;
-  const std::byte *send_end = nullptr, *recv_end = nullptr;
-  for (const Region& r : regions) {
-    if (r.count == 0) continue;
-    const auto* send = static_cast<const std::byte*>(r.send);
-    auto* recv = static_cast<std::byte*>(r.recv);
-    if (!whole) {
-      whole = Region{send, recv, 0, r.placement};
-    } else if (send != send_end || recv != recv_end || r.placement.send != whole->placement.send ||
-               r.placement.recv != whole->placement.recv) {
-      return std::nullopt;
-    }
-    whole->count += r.count;
-    send_end = send + r.count * element_size;
-    recv_end = recv + r.count * element_size;
-  }
-  return whole;
-}
 
 class RegionList {
  public:

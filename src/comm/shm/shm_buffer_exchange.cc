@@ -82,12 +82,13 @@ bool BufferExchange::map_peers(ShmChannel& channel) {
   return std::all_of(all.begin(), all.end(), [](std::uint8_t v) { return v == 1; });
 }
 
-bool BufferExchange::exchange(ShmChannel& channel, Local send, Local recv, bool usable) {
+bool BufferExchange::exchange(ShmChannel& channel, Local send, Local recv, bool usable, std::uint64_t layout) {
   const int me = channel.rank();
   const std::size_t send_bytes = send.bytes, recv_bytes = recv.bytes;
   // 1. Publish where this rank's buffers are.
   Published mine{};
   mine.pid = pid_;
+  mine.layout = layout;
   const auto send_file = send_bytes > 0 ? file_of(send) : std::optional<File>(File{});
   const auto recv_file = file_of(recv);
   if (usable && send_file && recv_file) {
@@ -98,6 +99,7 @@ bool BufferExchange::exchange(ShmChannel& channel, Local send, Local recv, bool 
   gather(channel, reinterpret_cast<const std::byte*>(&mine), reinterpret_cast<std::byte*>(table_.data()),
          published_sizes_, -1);
   for (const Published& p : table_) {
+    if (p.layout != table_[0].layout) return false;  // the same on every rank: every rank reads the same table
     const bool send_ok = send_bytes == 0 ? p.send.file_bytes == 0 : p.send.file_bytes > 0 && fits(p.send, send_bytes);
     if (p.usable != 1 || !send_ok || p.recv.file_bytes == 0 || !fits(p.recv, recv_bytes)) {
       return false;  // every rank read the same table, so every rank returns here

@@ -32,6 +32,7 @@ class BufferExchange {
     std::int32_t pid;
     std::uint32_t usable;
     File send, recv;
+    std::uint64_t layout;  // where in the files the call's buffers lie, as the caller sums it up
     bool operator==(const Published&) const = default;
   };
 
@@ -48,8 +49,9 @@ class BufferExchange {
   // caller's own condition (how its buffers overlap). Returns true when every
   // rank's buffers lie in shareable memory, are usable and mapped by every
   // rank; false on every rank alike otherwise, nothing written. Every rank
-  // calls it with the same byte counts.
-  bool exchange(ShmChannel& channel, Local send, Local recv, bool usable);
+  // calls it with the same byte counts. `layout`: a value every rank's call
+  // must match (a summary of where in the files its buffers lie), else false.
+  bool exchange(ShmChannel& channel, Local send, Local recv, bool usable, std::uint64_t layout = 0);
 
   // Rank j's buffers as this rank maps them (its own as given), after exchange()
   // returned true.

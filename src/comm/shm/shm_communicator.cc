@@ -157,14 +157,11 @@ class ShmCommunicator final : public Communicator {
       check_reduction(dtype, op);
       const RegionList list(regions, element_size(dtype));
       // The decision to try is the same on every rank (the same batch, so the
-      // same total); whether this rank's regions are one buffer is not, and the
-      // exchange tells every rank alike.
-      if (list.count() * element_size(dtype) >= channel_->mapped_bytes()) {
-        const Region whole = end_to_end(regions, element_size(dtype)).value_or(Region{});
-        if (shm::allreduce_in_place(*channel_, exchange_, whole.send, whole.recv, list.count(), dtype, op,
-                                    whole.placement, srcs_)) {
-          return;
-        }
+      // same total); whether this rank's regions can be worked on in place is
+      // not, and the exchange tells every rank alike.
+      if (list.count() * element_size(dtype) >= channel_->mapped_bytes() &&
+          shm::allreduce_regions_in_place(*channel_, exchange_, regions, dtype, op, srcs_)) {
+        return;
       }
       shm::allreduce(*channel_, list, dtype, op, srcs_, run_srcs_);
     });

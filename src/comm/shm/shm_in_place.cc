@@ -1,12 +1,14 @@
 #include "comm/shm/shm_in_place.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
 #include "comm/shm/shm_collectives.h"
 #include "comm/shm/stream_copy.h"
 #include "common/reduce.h"
+#include "memory/shareable_memory.h"
 
 namespace kolo::comm::shm {
 namespace {
@@ -41,6 +43,87 @@ bool allreduce_in_place(ShmChannel& channel, BufferExchange& exchange, const voi
     reduce_many(block, srcs.data(), n, len, dtype, op);
     for (int d = 0; d < n; ++d) copy_out(exchange.recv_of((me + d) % n) + at * es, block, len * es, streaming);
   }
+  barrier(channel);
+  return true;
+}
+
+namespace {
+
+// Where a batch's regions lie in their memory, on this rank.
+struct RegionsPlacement {
+  bool usable = false;
+  const ShareableMemory* send = nullptr;
+  const ShareableMemory* recv = nullptr;
+  std::size_t send_extent = 0, recv_extent = 0;  // bytes of each memory the regions reach into
+  std::uint64_t layout = 0;                      // FNV-1a of (send offset, recv offset, bytes) per region
+};
+
+RegionsPlacement place_regions(std::span<const Region> regions, std::size_t es) {
+  RegionsPlacement where;
+  std::uint64_t hash = 1469598103934665603ull;
+  auto mix = [&](std::uint64_t value) {
+    for (int i = 0; i < 8; ++i) {
+      hash ^= (value >> (8 * i)) & 0xff;
+      hash *= 1099511628211ull;
+    }
+  };
+  for (const Region& r : regions) {
+    if (r.count == 0) continue;
+    const std::size_t bytes = r.count * es;
+    if (where.send == nullptr) {
+      where.send = r.placement.send;
+      where.recv = r.placement.recv;
+    }
+    if (r.placement.send != where.send || r.placement.recv != where.recv ||
+        !kolo::detail::locate(where.send, r.send, bytes) || !kolo::detail::locate(where.recv, r.recv, bytes)) {
+      return RegionsPlacement{};
+    }
+    const auto send_at = static_cast<std::size_t>(static_cast<const std::byte*>(r.send) - where.send->base);
+    const auto recv_at = static_cast<std::size_t>(static_cast<const std::byte*>(r.recv) - where.recv->base);
+    mix(send_at);
+    mix(recv_at);
+    mix(bytes);
+    where.send_extent = std::max(where.send_extent, send_at + bytes);
+    where.recv_extent = std::max(where.recv_extent, recv_at + bytes);
+  }
+  where.usable = where.send != nullptr;
+  where.layout = hash;
+  return where;
+}
+
+}  // namespace
+
+bool allreduce_regions_in_place(ShmChannel& channel, BufferExchange& exchange, std::span<const Region> regions,
+                                DataType dtype, ReduceOp op, std::span<const void*> srcs) {
+  const int n = channel.size(), me = channel.rank();
+  const std::size_t es = element_size(dtype);
+  const RegionList list(regions, es);
+  const RegionsPlacement where = place_regions(regions, es);
+  // Unplaced, this rank still takes part in the exchange, which then fails alike everywhere.
+  const BufferExchange::Local send{where.usable ? where.send->base : nullptr, where.send_extent,
+                                   where.usable ? where.send : nullptr};
+  const BufferExchange::Local recv{where.usable ? where.recv->base : nullptr, where.recv_extent,
+                                   where.usable ? where.recv : nullptr};
+  if (!exchange.exchange(channel, send, recv, where.usable, where.layout)) return false;
+  const std::byte* my_send = exchange.send_of(me);
+  const std::byte* my_recv = exchange.recv_of(me);
+  const Piece piece = piece_of(list.count(), n, me, std::max<std::size_t>(1, kCacheLine / es));
+  const std::size_t per_block = kBlockBytes / es;
+  const bool streaming = list.count() * es >= kStreamingOutputBytes;
+  alignas(kCacheLine) std::byte block[kBlockBytes];
+  list.for_each(piece.begin, piece.end, [&](const std::byte* send_run, std::byte* recv_run, std::size_t count,
+                                            std::size_t) {
+    const std::size_t send_at = static_cast<std::size_t>(send_run - my_send);
+    const std::size_t recv_at = static_cast<std::size_t>(recv_run - my_recv);
+    for (std::size_t at = 0; at < count; at += per_block) {
+      const std::size_t len = std::min(per_block, count - at);
+      for (int j = 0; j < n; ++j) srcs[j] = exchange.send_of(j) + send_at + at * es;
+      reduce_many(block, srcs.data(), n, len, dtype, op);
+      for (int d = 0; d < n; ++d) {
+        copy_out(exchange.recv_of((me + d) % n) + recv_at + at * es, block, len * es, streaming);
+      }
+    }
+  });
   barrier(channel);
   return true;
 }

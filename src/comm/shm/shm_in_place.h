@@ -25,6 +25,7 @@
 #include <span>
 
 #include "comm/placement.h"
+#include "comm/regions.h"
 #include "comm/shm/shm_buffer_exchange.h"
 #include "comm/shm/shm_channel.h"
 #include "kolo/types.h"
@@ -35,6 +36,16 @@ namespace kolo::comm::shm {
 bool allreduce_in_place(ShmChannel& channel, BufferExchange& exchange, const void* send, void* recv,
                         std::size_t count, DataType dtype, ReduceOp op, Placement placement,
                         std::span<const void*> srcs);
+
+// A fused batch (regions.h) in place: every region's send buffer lies in one
+// shareable memory and its recv buffer in one, at the same offsets on every
+// rank (a gradient bucket laid out alike everywhere: gaps and order free). The
+// ranks agree on that through the layout word of the exchange, a hash of the
+// regions' offsets and sizes; false on every rank alike when it differs or some
+// rank's regions are not so placed. The regions must not overlap one another,
+// except a region exactly in place.
+bool allreduce_regions_in_place(ShmChannel& channel, BufferExchange& exchange, std::span<const Region> regions,
+                                DataType dtype, ReduceOp op, std::span<const void*> srcs);
 
 // `send` may be this rank's block of `recv` (in place) or apart from it; only
 // the output's memory matters (`recv_memory`: the shareable memory it lies in).
