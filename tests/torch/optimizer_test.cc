@@ -248,10 +248,11 @@ TEST_P(DistributedOptimizerTest, ParametersWithoutGradientDoNotHang) {
   });
 }
 
-// On shared memory, after the first step every gradient is a view of one
+// On shared memory, after the first step every gradient lies in one
 // shareable bucket per dtype (past 1 MiB here: reduced in place of the ranks'
 // buckets), and training still follows one worker with the whole batch. A
-// gradient reset to undefined moves back into its place.
+// gradient reset to undefined moves back into its place; the wrapped optimizer's
+// own zero_grad() works on them.
 TEST_P(DistributedOptimizerTest, GradientsLiveInOneBucketAfterTheFirstStep) {
   kolo::testing::run_ranks(GetParam(), [](int rank) {
     RankSession session;
@@ -271,7 +272,12 @@ TEST_P(DistributedOptimizerTest, GradientsLiveInOneBucketAfterTheFirstStep) {
     auto reference_optimizer = make_optimizer(OptimizerKind::SGD, reference->parameters());
     for (int step = 0; step < 4; ++step) {
       auto [x, y] = global_batch(step, size * kBatchPerRank);
-      optimizer.zero_grad();
+      // The wrapped optimizer's own zero_grad() (which detaches in place) works on them too.
+      if (step == 1) {
+        optimizer.optimizer().zero_grad();
+      } else {
+        optimizer.zero_grad();
+      }
       if (step == 2) {
         for (auto& p : model->parameters()) p.mutable_grad() = at::Tensor();
       }

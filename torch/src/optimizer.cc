@@ -20,7 +20,9 @@
 #include "kolo/torch/optimizer.h"
 
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/zeros_like.h>
+#include <c10/util/strides.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
@@ -219,18 +221,7 @@ class DistributedOptimizer::State : public std::enable_shared_from_this<State> {
       reset_passes();
       if (error) std::rethrow_exception(error);
     }
-    if (!laid_out_) return optimizer_->zero_grad();
-    // libtorch's zero_grad() detaches each gradient in place, which a view of a
-    // bucket refuses: zero the buckets whole, and any other gradient as it would.
-    for (at::Tensor& bucket : buckets_) bucket.zero_();
-    for (const auto& group : optimizer_->param_groups()) {
-      for (const at::Tensor& param : group.params()) {
-        at::Tensor grad = param.grad();
-        if (!grad.defined() || in_a_bucket(grad)) continue;
-        grad.detach_();
-        grad.zero_();
-      }
-    }
+    optimizer_->zero_grad();
   }
 
   ::torch::optim::Optimizer& optimizer() { return *optimizer_; }
@@ -387,11 +378,6 @@ class DistributedOptimizer::State : public std::enable_shared_from_this<State> {
     return slot.place;
   }
 
-  bool in_a_bucket(const at::Tensor& grad) const {
-    return std::any_of(buckets_.begin(), buckets_.end(),
-                       [&](const at::Tensor& bucket) { return grad.is_alias_of(bucket); });
-  }
-
   void lay_out_buckets() {
     laid_out_ = true;
     std::vector<c10::ScalarType> dtypes;
@@ -404,13 +390,16 @@ class DistributedOptimizer::State : public std::enable_shared_from_this<State> {
       for (std::size_t index : start_order_) {
         if (slots_[index].param.scalar_type() == dtype) total += slots_[index].param.numel();
       }
-      at::Tensor bucket = detail::from_buffer(Buffer::shareable(to_kolo_dtype(dtype), Shape{total}));
-      buckets_.push_back(bucket);
+      const at::Tensor bucket = detail::from_buffer(Buffer::shareable(to_kolo_dtype(dtype), Shape{total}));
       std::int64_t offset = 0;
       for (std::size_t index : start_order_) {
         Slot& slot = slots_[index];
         if (slot.param.scalar_type() != dtype) continue;
-        slot.place = bucket.narrow(0, offset, slot.param.numel()).view(slot.param.sizes());
+        // A tensor over the bucket's storage, not an autograd view of the bucket:
+        // libtorch's zero_grad() detaches gradients in place, which views refuse.
+        slot.place = at::empty({0}, bucket.options())
+                         .set_(bucket.storage(), offset, slot.param.sizes(),
+                               c10::contiguous_strides(slot.param.sizes()));
         offset += slot.param.numel();
         const at::Tensor grad = slot.param.grad();
         if (grad.defined() && grad.layout() == c10::Layout::Strided) {
@@ -431,7 +420,6 @@ class DistributedOptimizer::State : public std::enable_shared_from_this<State> {
   bool buckets_wanted_ = false;
   bool laid_out_ = false;
   std::vector<std::size_t> start_order_;  // slots in the order their first allreduces started
-  std::vector<at::Tensor> buckets_;       // one per dtype
 };
 
 namespace {
