@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <set>
 
+#include "common/fnv.h"
 #include "kolo/error.h"
 
 namespace kolo::bootstrap {
@@ -33,15 +34,10 @@ void check_world_ranks(const Topology& job, const std::vector<int>& ranks) {
 }
 
 std::string world_name(const std::vector<int>& ranks) {
-  std::uint64_t hash = 14695981039346656037ull;  // FNV-1a over the list
-  for (int r : ranks) {
-    for (int byte = 0; byte < 4; ++byte) {
-      hash ^= (static_cast<std::uint32_t>(r) >> (8 * byte)) & 0xffu;
-      hash *= 1099511628211ull;
-    }
-  }
+  Fnv1a hash;
+  for (int r : ranks) hash.add(static_cast<std::uint32_t>(r), 4);
   char name[20];
-  std::snprintf(name, sizeof name, "w%016llx", static_cast<unsigned long long>(hash));
+  std::snprintf(name, sizeof name, "w%016llx", static_cast<unsigned long long>(hash.value()));
   return name;
 }
 

@@ -160,7 +160,7 @@ class ShmCommunicator final : public Communicator {
       // same total); whether this rank's regions can be worked on in place is
       // not, and the exchange tells every rank alike.
       if (list.count() * element_size(dtype) >= channel_->mapped_bytes() &&
-          shm::allreduce_regions_in_place(*channel_, exchange_, regions, dtype, op, srcs_)) {
+          shm::allreduce_regions_in_place(*channel_, exchange_, regions, list, dtype, op, srcs_)) {
         return;
       }
       shm::allreduce(*channel_, list, dtype, op, srcs_, run_srcs_);

@@ -7,6 +7,7 @@
 
 #include "comm/shm/shm_collectives.h"
 #include "comm/shm/stream_copy.h"
+#include "common/fnv.h"
 #include "common/reduce.h"
 #include "memory/shareable_memory.h"
 
@@ -60,13 +61,7 @@ struct RegionsPlacement {
 
 RegionsPlacement place_regions(std::span<const Region> regions, std::size_t es) {
   RegionsPlacement where;
-  std::uint64_t hash = 1469598103934665603ull;
-  auto mix = [&](std::uint64_t value) {
-    for (int i = 0; i < 8; ++i) {
-      hash ^= (value >> (8 * i)) & 0xff;
-      hash *= 1099511628211ull;
-    }
-  };
+  Fnv1a hash;
   for (const Region& r : regions) {
     if (r.count == 0) continue;
     const std::size_t bytes = r.count * es;
@@ -80,24 +75,23 @@ RegionsPlacement place_regions(std::span<const Region> regions, std::size_t es) 
     }
     const auto send_at = static_cast<std::size_t>(static_cast<const std::byte*>(r.send) - where.send->base);
     const auto recv_at = static_cast<std::size_t>(static_cast<const std::byte*>(r.recv) - where.recv->base);
-    mix(send_at);
-    mix(recv_at);
-    mix(bytes);
+    hash.add(send_at);
+    hash.add(recv_at);
+    hash.add(bytes);
     where.send_extent = std::max(where.send_extent, send_at + bytes);
     where.recv_extent = std::max(where.recv_extent, recv_at + bytes);
   }
   where.usable = where.send != nullptr;
-  where.layout = hash;
+  where.layout = hash.value();
   return where;
 }
 
 }  // namespace
 
 bool allreduce_regions_in_place(ShmChannel& channel, BufferExchange& exchange, std::span<const Region> regions,
-                                DataType dtype, ReduceOp op, std::span<const void*> srcs) {
+                                const RegionList& list, DataType dtype, ReduceOp op, std::span<const void*> srcs) {
   const int n = channel.size(), me = channel.rank();
   const std::size_t es = element_size(dtype);
-  const RegionList list(regions, es);
   const RegionsPlacement where = place_regions(regions, es);
   // Unplaced, this rank still takes part in the exchange, which then fails alike everywhere.
   const BufferExchange::Local send{where.usable ? where.send->base : nullptr, where.send_extent,

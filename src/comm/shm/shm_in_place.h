@@ -44,8 +44,9 @@ bool allreduce_in_place(ShmChannel& channel, BufferExchange& exchange, const voi
 // regions' offsets and sizes; false on every rank alike when it differs or some
 // rank's regions are not so placed. The regions must not overlap one another,
 // except a region exactly in place.
+// `list`: the regions as one index space (the caller's, built once per call).
 bool allreduce_regions_in_place(ShmChannel& channel, BufferExchange& exchange, std::span<const Region> regions,
-                                DataType dtype, ReduceOp op, std::span<const void*> srcs);
+                                const RegionList& list, DataType dtype, ReduceOp op, std::span<const void*> srcs);
 
 // `send` may be this rank's block of `recv` (in place) or apart from it; only
 // the output's memory matters (`recv_memory`: the shareable memory it lies in).
