@@ -56,7 +56,12 @@ def find_programs(args):
     kolo_bench = os.path.join(build, "tools/kolo-bench/kolo-bench")
     mpi_bench = os.path.join(build, "bench/mpi_bench")
     gloo_bench = os.path.join(build, "bench/gloo_bench")
-    wanted = set(args.programs.split(","))
+    requested = args.programs.split(",")
+    try:
+        variants = [split_variant(name) for name in requested]
+    except ValueError as e:
+        sys.exit(f"compare.py: {e}")
+    wanted = {base for base, _ in variants}
     programs = []
 
     def kolorun_argv(n, binary, *flags):
@@ -116,7 +121,20 @@ def find_programs(args):
             programs.append(Program(name, lambda n, a=algorithm: kolorun_argv(n, gloo_bench, "--algorithm", a)))
     if not any(is_kolo(p.name) for p in programs):
         sys.exit("compare.py: kolo-bench is not built (cmake --build BUILD --target kolo-bench kolorun)")
-    return programs
+    built = {p.name: p for p in programs}
+    # In the order asked for; a variant is its base program with more environment.
+    return [Program(name, built[base].argv_for, dict(built[base].env or {}, **settings))
+            for name, (base, settings) in zip(requested, variants) if base in built]
+
+
+def split_variant(name):
+    """'kolo-tcp+KOLO_TCP_ROUND_BYTES=262144' -> ('kolo-tcp', {'KOLO_TCP_ROUND_BYTES': '262144'}):
+    a program run with more environment, beside the plain one in the same run."""
+    base, *settings = name.split("+")
+    pairs = [s.split("=", 1) for s in settings]
+    if any(len(p) != 2 or not p[0] for p in pairs):
+        raise ValueError(f"'{name}': a variant is PROGRAM+NAME=VALUE[+NAME=VALUE...]")
+    return base, dict(pairs)
 
 
 def run_one(program, n, sizes, args):
@@ -322,7 +340,8 @@ def main():
                         timeout=600, out="bench/results")
     ap.add_argument("--ranks", default="2,4", help="comma-separated rank counts (2,4)")
     ap.add_argument("--programs", default="kolo-comm,kolo-comm-plain,kolo-api,mpi-shm,mpi-tcp,gloo-ring,gloo-hd",
-                    help="which to run; kolo-gloo (kolo's TCP communicator alone) is also known")
+                    help="which to run, in this order; also kolo-tcp, kolo-gloo, kolo-api-tcp, kolo-api-gloo; "
+                         "PROGRAM+NAME=VALUE runs PROGRAM with one more environment variable, beside the others")
     ap.add_argument("--gloo-algorithms", default="ring,halving-doubling")
     ap.add_argument("--bind", action="store_true",
                     help="bind each kolo and gloo rank to one core (taskset), as mpirun does with its ranks")

@@ -150,7 +150,7 @@ def programs_for(wanted, tools, hosts, layout, args):
 
     programs = []
     for name in wanted:
-        base, settings = split_variant(name)
+        base, settings = compare.split_variant(name)
         if base.startswith("kolo-") and "hier" in base and ranks == 1:
             continue  # one rank per host: nothing to compose
         if base == "gloo-hd" and args.op != "allreduce":
@@ -162,16 +162,6 @@ def programs_for(wanted, tools, hosts, layout, args):
     return programs
 
 
-def split_variant(name):
-    """'kolo-tcp+KOLO_TCP_ROUND_BYTES=262144' -> ('kolo-tcp', {'KOLO_TCP_ROUND_BYTES': '262144'}):
-    a program run with more environment, beside the plain one in the same run."""
-    base, *settings = name.split("+")
-    pairs = [s.split("=", 1) for s in settings]
-    if any(len(p) != 2 or not p[0] for p in pairs):
-        raise ValueError(f"'{name}': a variant is PROGRAM+NAME=VALUE[+NAME=VALUE...]")
-    return base, dict(pairs)
-
-
 def check_tools(wanted, tools):
     """The wanted programs whose binaries exist; says which are skipped and why."""
     for binary in (tools.kolorun, tools.kolo_bench):
@@ -180,7 +170,7 @@ def check_tools(wanted, tools):
     binaries = {"mpi-tcp": tools.mpi_bench, "gloo-ring": tools.gloo_bench, "gloo-hd": tools.gloo_bench}
     kept = []
     for name in wanted:
-        base = split_variant(name)[0]
+        base = compare.split_variant(name)[0]
         if base in binaries and not os.access(binaries[base], os.X_OK):
             print(f"# skipping {name}: {binaries[base]} is not built", file=sys.stderr)
         elif base == "mpi-tcp" and shutil.which("mpirun") is None:
@@ -327,7 +317,8 @@ def main():
         links, layouts = parse_links(args.links), parse_layouts(args.layouts)
         wanted = [p for p in args.programs.split(",") if p]
         try:
-            unknown = [p for p in wanted if split_variant(p)[0] not in DEFAULT_PROGRAMS.split(",") + EXTRA_PROGRAMS]
+            known = DEFAULT_PROGRAMS.split(",") + EXTRA_PROGRAMS
+            unknown = [p for p in wanted if compare.split_variant(p)[0] not in known]
         except ValueError as e:
             sys.exit(f"compare_hosts.py: {e}")
         if unknown:
