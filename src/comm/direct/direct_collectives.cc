@@ -90,14 +90,19 @@ int peer_index(int k, int me) { return k < me ? k : k - 1; }
 
 }  // namespace
 
-Tuning Tuning::from_env(const std::string& prefix) {
-  Tuning t;
+Tuning Tuning::from_env(const std::string& prefix, Tuning defaults) {
+  Tuning t = defaults;
   const std::string small = prefix + "_SMALL_BYTES", round = prefix + "_ROUND_BYTES";
   t.small_bytes = static_cast<std::size_t>(
       env::get_int_in(small.c_str(), static_cast<std::int64_t>(t.small_bytes), 0, INT64_MAX));
-  t.round_bytes = static_cast<std::size_t>(
-      env::get_int_in(round.c_str(), static_cast<std::int64_t>(t.round_bytes), 1024, INT64_MAX));
+  if (env::get(round.c_str()))
+    t.round_bytes = static_cast<std::size_t>(env::get_int_in(round.c_str(), 1 << 20, 1024, INT64_MAX));
   return t;
+}
+
+std::size_t Tuning::round_bytes_for(int size) const {
+  if (round_bytes != 0) return round_bytes;
+  return std::max(kMinAutoRoundBytes, kAutoRoundBytes / static_cast<std::size_t>(std::max(1, size - 1)));
 }
 
 std::byte* Collectives::scratch(std::size_t bytes) {
@@ -154,7 +159,7 @@ void Collectives::allreduce_small(const std::byte* in, std::byte* out, std::size
 }
 
 std::size_t Collectives::elements_per_round(std::size_t es) const {
-  return std::max<std::size_t>(1, tuning_.round_bytes / es);
+  return std::max<std::size_t>(1, tuning_.round_bytes_for(mesh_.size()) / es);
 }
 
 void Collectives::reduce_progressing(std::byte* out, std::vector<const void*>& srcs, std::size_t count,

@@ -21,10 +21,24 @@ struct Tuning {
   std::size_t small_bytes = 64 * 1024;
   // Reduce-scatter moves blocks in rounds of at most this many bytes per peer,
   // double-buffered, which bounds the scratch memory to 2 x (size-1) rounds.
+  // 0: kAutoRoundBytes / (size-1), at least kMinAutoRoundBytes (round_bytes_for).
   std::size_t round_bytes = 1 << 20;
 
-  // <prefix>_SMALL_BYTES and <prefix>_ROUND_BYTES (e.g. KOLO_GLOO_SMALL_BYTES).
-  static Tuning from_env(const std::string& prefix);
+  // A round of all peers' pieces together. Rounds this small keep the scratch
+  // pieces, and the socket buffers they pass through, in a core's L2 cache, so
+  // the kernel's copies and the reduction run from cache: on TCP loopback and
+  // between network namespaces they move 1.3 to 1.8x the bytes per second that
+  // 1 MiB rounds do (docs/benchmarks.md). Transports with a cost per message
+  // (gloo's: a ready notification and a thread wake-up) want larger rounds.
+  static constexpr std::size_t kAutoRoundBytes = 128 << 10;
+  static constexpr std::size_t kMinAutoRoundBytes = 16 << 10;
+  // The round per peer among `size` ranks.
+  std::size_t round_bytes_for(int size) const;
+
+  // <prefix>_SMALL_BYTES and <prefix>_ROUND_BYTES (e.g. KOLO_GLOO_SMALL_BYTES)
+  // over `defaults` (a default-made Tuning when not given).
+  static Tuning from_env(const std::string& prefix, Tuning defaults);
+  static Tuning from_env(const std::string& prefix) { return from_env(prefix, Tuning{}); }
 };
 
 class Collectives {

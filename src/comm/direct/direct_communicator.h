@@ -19,12 +19,13 @@ namespace kolo::comm::direct {
 template <typename Mesh>
 class DirectCommunicator : public GlooCommunicator {
  public:
+  // `tuning`: the transport's defaults, which <tuning_prefix>_* settings override.
   template <typename... MeshArgs>
-  DirectCommunicator(std::string name, const std::string& tuning_prefix, MeshArgs&&... mesh_args)
+  DirectCommunicator(std::string name, const std::string& tuning_prefix, Tuning tuning, MeshArgs&&... mesh_args)
       : name_(std::move(name)),
         tuning_prefix_(tuning_prefix),
         mesh_(std::forward<MeshArgs>(mesh_args)...),
-        collectives_(mesh_, Tuning::from_env(tuning_prefix)) {}
+        collectives_(mesh_, Tuning::from_env(tuning_prefix, tuning)) {}
 
   int rank() const override { return mesh_.rank(); }
   int size() const override { return mesh_.size(); }
@@ -33,7 +34,7 @@ class DirectCommunicator : public GlooCommunicator {
   std::vector<SharedSetting> shared_settings() const override {
     const Tuning& t = collectives_.tuning();
     return {{tuning_prefix_ + "_SMALL_BYTES", static_cast<std::int64_t>(t.small_bytes)},
-            {tuning_prefix_ + "_ROUND_BYTES", static_cast<std::int64_t>(t.round_bytes)}};
+            {tuning_prefix_ + "_ROUND_BYTES", static_cast<std::int64_t>(t.round_bytes_for(size()))}};
   }
 
   void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,

@@ -28,8 +28,8 @@ std::unique_ptr<GlooCommunicator> make_gloo_communicator(const GlooGroup& group,
                                                          const GlooNetwork& network,
                                                          const CommunicatorOptions& options) {
   keep_sigpipe_from_ending_the_rank();
-  return std::make_unique<direct::DirectCommunicator<gloo_impl::Mesh>>("gloo", "KOLO_GLOO", group, store, network,
-                                                                       options);
+  return std::make_unique<direct::DirectCommunicator<gloo_impl::Mesh>>("gloo", "KOLO_GLOO", direct::Tuning{}, group,
+                                                                       store, network, options);
 }
 
 }  // namespace kolo::comm

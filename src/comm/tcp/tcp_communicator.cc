@@ -54,7 +54,9 @@ class TcpCommunicator final : public direct::DirectCommunicator<tcp::Mesh> {
 std::unique_ptr<GlooCommunicator> make_tcp_communicator(const GlooGroup& group, store::StoreClient& store,
                                                         const GlooNetwork& network, const CommunicatorOptions& options,
                                                         const std::string& secret) {
-  return std::make_unique<TcpCommunicator>("tcp", "KOLO_TCP", group, store, network, options, secret);
+  direct::Tuning tuning;
+  tuning.round_bytes = 0;  // sized by the rank count (Tuning::kAutoRoundBytes)
+  return std::make_unique<TcpCommunicator>("tcp", "KOLO_TCP", tuning, group, store, network, options, secret);
 }
 
 }  // namespace kolo::comm
