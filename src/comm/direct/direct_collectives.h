@@ -27,7 +27,7 @@ struct Tuning {
   // A round of all peers' pieces together. Rounds this small keep the scratch
   // pieces, and the socket buffers they pass through, in a core's L2 cache, so
   // the kernel's copies and the reduction run from cache: on TCP loopback and
-  // between network namespaces they move 1.3 to 1.8x the bytes per second that
+  // between network namespaces they move 1.3 to 2x the bytes per second that
   // 1 MiB rounds do (docs/benchmarks.md). Transports with a cost per message
   // (gloo's: a ready notification and a thread wake-up) want larger rounds.
   static constexpr std::size_t kAutoRoundBytes = 128 << 10;
