@@ -74,6 +74,12 @@ void read_exact(int fd, void* data, std::size_t size, Deadline deadline);
 
 void set_nonblocking(int fd);
 void set_no_delay(int fd);
+// TCP_CONGESTION: false (errno set) when the kernel refuses the name (unknown, or
+// not in net.ipv4.tcp_allowed_congestion_control for an unprivileged process).
+bool set_congestion_control(int fd, const std::string& name);
+// Whether the other end is on this host: a loopback address, or the socket's own
+// address (the kernel carries a connection to a local address over loopback).
+bool peer_is_local(int fd);
 
 // Deadline `timeout` from now, saturating instead of overflowing for huge timeouts.
 Deadline deadline_after(std::chrono::milliseconds timeout);

@@ -185,6 +185,25 @@ class Acceptor {
   int connected_ = 0;
 };
 
+// A connection between two ranks of one host crosses no link, so there is nothing
+// for congestion control to pace. Where the host runs BBR, its pacing still holds
+// back every burst of a collective by its estimate of the path's rate, and the
+// estimate a collective's bursts leave it with on loopback is low: a 1 MiB
+// allreduce through the API took twice as long as under cubic (docs/benchmarks.md,
+// "BBR"). Such connections take cubic; between hosts the host's choice stands,
+// its pacing being what spares a switch a burst from every peer at once. A name
+// set by the user applies to every connection and must be accepted.
+void choose_congestion_control(int fd, const std::string& setting) {
+  if (!setting.empty()) {
+    if (!net::set_congestion_control(fd, setting))
+      throw InvalidArgumentError("KOLO_TCP_CONGESTION=" + setting + ": the kernel refuses it (" +
+                                 std::strerror(errno) +
+                                 "; see net.ipv4.tcp_allowed_congestion_control)");
+    return;
+  }
+  if (net::peer_is_local(fd)) net::set_congestion_control(fd, "cubic");  // best effort: the default works too
+}
+
 }  // namespace
 
 std::vector<net::Fd> connect_mesh(const MeshSetup& s, store::StoreClient& store, const GlooNetwork& network) {
@@ -207,6 +226,7 @@ std::vector<net::Fd> connect_mesh(const MeshSetup& s, store::StoreClient& store,
     if (!fds[peer].valid()) continue;
     net::set_nonblocking(fds[peer].get());
     net::set_no_delay(fds[peer].get());
+    choose_congestion_control(fds[peer].get(), s.congestion_control);
   }
   return fds;
 }

@@ -27,6 +27,10 @@ struct MeshSetup {
   std::chrono::milliseconds connect_timeout{30000};
   // Longest a connection may take to complete its handshake once accepted.
   std::chrono::milliseconds handshake_timeout{5000};
+  // TCP congestion control for every connection (KOLO_TCP_CONGESTION). Empty:
+  // cubic for a connection within this host, the host's default between hosts
+  // (see choose_congestion_control in tcp_connect.cc).
+  std::string congestion_control;
 };
 
 // One connected, authenticated, non-blocking socket per peer (index = group rank;
