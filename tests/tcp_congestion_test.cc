@@ -1,7 +1,8 @@
-// Which TCP congestion control kolo's own connections run: cubic between two
-// ranks of one host (nothing to pace there, and BBR's pacing halves a 1 MiB
-// allreduce on loopback), the host's default between hosts, and the one
-// KOLO_TCP_CONGESTION names on every connection. Real processes, real sockets;
+// Which TCP congestion control kolo's own connections run: cubic between ranks
+// of one host while each has a core (nothing to pace there, and BBR's pacing on
+// loopback often halves a 1 MiB allreduce), the host's default between hosts and
+// for more ranks than cores, and the one KOLO_TCP_CONGESTION names on every
+// connection. Real processes, real sockets;
 // "another host" is a network namespace (harness/netns.h).
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -56,8 +57,9 @@ Pair connect_pair(const net::Fd& listener, const std::string& host) {
 }
 
 // A connection set up by tcp::connect_mesh between 2 ranks on this host, with
-// `setting` as KOLO_TCP_CONGESTION: the congestion control of each rank's socket.
-std::string mesh_congestion(int rank, const std::string& prefix, const std::string& setting) {
+// `setting` as KOLO_TCP_CONGESTION and `cores` as the host's: the congestion
+// control of each rank's socket.
+std::string mesh_congestion(int rank, const std::string& prefix, const std::string& setting, int cores = 2) {
   auto store = testing::connect_job_store();
   GlooGroup group;
   group.rank = rank;
@@ -68,6 +70,7 @@ std::string mesh_congestion(int rank, const std::string& prefix, const std::stri
   setup.keys = tcp::HandshakeKeys{std::getenv("KOLO_SECRET"), prefix};
   setup.connect_timeout = 20s;
   setup.congestion_control = setting;
+  setup.cores = cores;
   auto fds = tcp::connect_mesh(setup, *store, {});
   return congestion_of(fds[1 - rank].get());
 }
@@ -120,6 +123,11 @@ TEST(TcpCongestion, APeerInAnotherNetworkNamespaceIsNotLocal) {
 TEST(TcpCongestion, RanksOfOneHostConnectWithCubic) {
   if (host_default() == "cubic") GTEST_LOG_(INFO) << "the host's default is cubic already: nothing to tell apart";
   testing::run_ranks(2, [](int rank) { EXPECT_EQ(mesh_congestion(rank, "tcp-cc-local/", ""), "cubic"); });
+}
+
+TEST(TcpCongestion, RanksThatOutnumberTheCoresKeepTheHostsDefault) {
+  const std::string expected = host_default();
+  testing::run_ranks(2, [&](int rank) { EXPECT_EQ(mesh_congestion(rank, "tcp-cc-crowded/", "", 1), expected); });
 }
 
 TEST(TcpCongestion, ASettingAppliesToEveryConnection) {

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <list>
 #include <string>
+#include <thread>
 
 #include "common/logging.h"
 #include "kolo/error.h"
@@ -186,22 +187,30 @@ class Acceptor {
 };
 
 // A connection between two ranks of one host crosses no link, so there is nothing
-// for congestion control to pace. Where the host runs BBR, its pacing still holds
-// back every burst of a collective by its estimate of the path's rate, and the
-// estimate a collective's bursts leave it with on loopback is low: a 1 MiB
-// allreduce through the API took twice as long as under cubic (docs/benchmarks.md,
-// "BBR"). Such connections take cubic; between hosts the host's choice stands,
-// its pacing being what spares a switch a burst from every peer at once. A name
-// set by the user applies to every connection and must be accepted.
-void choose_congestion_control(int fd, const std::string& setting) {
+// for congestion control to pace. Where the host runs BBR, its pacing on loopback
+// settles, launch by launch, at either the full rate or about half of it (BBR's
+// estimate of the path's rate is what a collective's bursts leave it with): a
+// 1 MiB allreduce between 2 ranks took 230 or 430 us, under cubic 230 every time.
+// With more ranks than cores on the host BBR measured faster instead (4 ranks on 2
+// cores: 16 MiB in 12 ms against cubic's 17; docs/benchmarks.md, "Congestion
+// control"), so there the host's choice stands, as it does between hosts, where
+// pacing is what spares a switch a burst from every peer at once. A name set by
+// the user applies to every connection and must be accepted.
+void choose_congestion_control(const std::vector<net::Fd>& fds, const std::string& setting, int cores) {
   if (!setting.empty()) {
-    if (!net::set_congestion_control(fd, setting))
-      throw InvalidArgumentError("KOLO_TCP_CONGESTION=" + setting + ": the kernel refuses it (" +
-                                 std::strerror(errno) +
-                                 "; see net.ipv4.tcp_allowed_congestion_control)");
+    for (const auto& fd : fds) {
+      if (fd.valid() && !net::set_congestion_control(fd.get(), setting))
+        throw InvalidArgumentError("KOLO_TCP_CONGESTION=" + setting + ": the kernel refuses it (" +
+                                   std::strerror(errno) + "; see net.ipv4.tcp_allowed_congestion_control)");
+    }
     return;
   }
-  if (net::peer_is_local(fd)) net::set_congestion_control(fd, "cubic");  // best effort: the default works too
+  std::vector<int> local;
+  for (const auto& fd : fds) {
+    if (fd.valid() && net::peer_is_local(fd.get())) local.push_back(fd.get());
+  }
+  if (static_cast<int>(local.size()) + 1 > cores) return;
+  for (int fd : local) net::set_congestion_control(fd, "cubic");  // best effort: the default works too
 }
 
 }  // namespace
@@ -226,8 +235,9 @@ std::vector<net::Fd> connect_mesh(const MeshSetup& s, store::StoreClient& store,
     if (!fds[peer].valid()) continue;
     net::set_nonblocking(fds[peer].get());
     net::set_no_delay(fds[peer].get());
-    choose_congestion_control(fds[peer].get(), s.congestion_control);
   }
+  choose_congestion_control(fds, s.congestion_control,
+                            s.cores > 0 ? s.cores : static_cast<int>(std::thread::hardware_concurrency()));
   return fds;
 }
 

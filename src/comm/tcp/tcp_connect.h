@@ -28,9 +28,11 @@ struct MeshSetup {
   // Longest a connection may take to complete its handshake once accepted.
   std::chrono::milliseconds handshake_timeout{5000};
   // TCP congestion control for every connection (KOLO_TCP_CONGESTION). Empty:
-  // cubic for a connection within this host, the host's default between hosts
-  // (see choose_congestion_control in tcp_connect.cc).
+  // cubic for the connections within this host while its ranks have a core
+  // each, else the host's default (choose_congestion_control in tcp_connect.cc).
   std::string congestion_control;
+  // The host's cores, for that choice; 0: std::thread::hardware_concurrency().
+  int cores = 0;
 };
 
 // One connected, authenticated, non-blocking socket per peer (index = group rank;
