@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "comm/tcp/tcp_handshake.h"
+#include "comm/tcp/tcp_mesh.h"
 #include "harness/job_store.h"
 #include "harness/multiprocess.h"
 #include "kolo/error.h"
@@ -282,6 +284,84 @@ TEST(TcpSelfSized, BlocksMoveAtTheirOwnLengthAndBadLengthsAreRefused) {
       EXPECT_THROW(comm->allgather_self_sized(mine.data(), all.data(), mine_max), InvalidArgumentError);
     }
     expect_sum_works(*comm);
+  });
+}
+
+std::vector<std::uint8_t> pattern(std::size_t n, int seed) {
+  std::vector<std::uint8_t> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::uint8_t>(seed * 31 + i * 7);
+  return v;
+}
+
+// A message of unknown length is read with its header in one readv that may go
+// on past its end into the messages behind it: those bytes wait aside for their
+// receives, posted later, and reach them whole, also a message longer than its
+// capacity and one that the read-ahead holds only the start of.
+TEST(TcpReadAhead, MessagesOfUnknownLengthHandTheBytesReadPastThemToTheNextOnes) {
+  testing::run_ranks(2, [](int rank) {
+    auto store = connect_job_store();
+    GlooGroup group;
+    group.rank = rank;
+    group.size = 2;
+    group.key_prefix = "tcp-read-ahead/";
+    tcp::Mesh mesh(group, *store, {}, CommunicatorOptions{}, std::getenv("KOLO_SECRET"));
+    // What rank 0 sends, in order: the length of each and whether it is self-sized.
+    const std::vector<std::pair<std::size_t, bool>> messages = {
+        {10, true}, {1000, false}, {0, true}, {5, false}, {3000, true}, {70000, false}, {64, true}, {7, false}};
+    if (rank == 0) {
+      std::vector<std::vector<std::uint8_t>> data;
+      for (std::size_t i = 0; i < messages.size(); ++i) data.push_back(pattern(messages[i].first, static_cast<int>(i)));
+      tcp::Exchange batch(mesh, "the test");
+      for (std::size_t i = 0; i < messages.size(); ++i) {
+        if (messages[i].second) {
+          batch.send_always(1, data[i].data(), data[i].size());
+        } else {
+          batch.send(1, data[i].data(), data[i].size());
+        }
+      }
+      batch.wait();
+    } else {
+      // The first receive alone: with the rest already in the socket its read
+      // takes 4 KiB, most of it from the messages behind it.
+      std::this_thread::sleep_for(200ms);
+      std::vector<std::uint8_t> first(4096, 0);
+      std::size_t got_first = 99;
+      {
+        tcp::Exchange batch(mesh, "the test");
+        batch.recv_any(0, first.data(), first.size(), &got_first);
+        batch.wait();
+      }
+      EXPECT_EQ(got_first, 10u);
+      EXPECT_TRUE(std::equal(first.begin(), first.begin() + 10, pattern(10, 0).begin()));
+      std::this_thread::sleep_for(50ms);
+      // The rest, with capacities that differ from the lengths (the 3000-byte one in 100).
+      const std::vector<std::size_t> capacity = {0, 1000, 16, 5, 100, 70000, 64, 7};
+      std::vector<std::vector<std::uint8_t>> in(messages.size());
+      std::vector<std::size_t> got(messages.size(), 99);
+      tcp::Exchange batch(mesh, "the test");
+      for (std::size_t i = 1; i < messages.size(); ++i) {
+        in[i].assign(capacity[i], 0);
+        if (messages[i].second) {
+          batch.recv_any(0, in[i].data(), in[i].size(), &got[i]);
+        } else {
+          batch.recv(0, in[i].data(), in[i].size());
+        }
+      }
+      batch.wait();
+      for (std::size_t i = 1; i < messages.size(); ++i) {
+        const auto want = pattern(messages[i].first, static_cast<int>(i));
+        const std::size_t kept = std::min(want.size(), in[i].size());
+        if (messages[i].second) EXPECT_EQ(got[i], messages[i].first) << "message " << i;
+        EXPECT_TRUE(std::equal(want.begin(), want.begin() + kept, in[i].begin())) << "message " << i;
+      }
+    }
+    // The streams are still in step: one more exchange both ways.
+    std::uint64_t mine = 1000 + rank, theirs = 0;
+    tcp::Exchange batch(mesh, "the check");
+    batch.send(1 - rank, &mine, sizeof mine);
+    batch.recv(1 - rank, &theirs, sizeof theirs);
+    batch.wait();
+    EXPECT_EQ(theirs, 1000u + (1 - rank));
   });
 }
 

@@ -136,14 +136,21 @@ bool Mesh::progress_recvs(int peer, const char* what) {
   Peer& p = peers_[peer];
   bool moved = false;
   while (!p.recvs.empty()) {
+    if (p.ahead_head < p.ahead.size()) {  // these bytes came before any still in the socket
+      if (!deliver_ahead(peer, what)) return moved;
+      moved = true;
+      continue;
+    }
     iovec iov[kMaxIov];
     int n = 0;
     for (std::size_t i = 0; i < p.recvs.size() && n + 3 <= kMaxIov; ++i) {
       Transfer& t = p.recvs[i];
       if (t.header_done < sizeof t.header) {
         iov[n++] = {reinterpret_cast<char*>(&t.header) + t.header_done, sizeof t.header - t.header_done};
-        if (t.any_length) break;  // the payload's length is in the header
-        iov[n++] = {t.data, t.bytes};
+        if (t.bytes > 0) iov[n++] = {t.data, t.bytes};
+        // A message of unknown length ends somewhere in its capacity: what is read
+        // past its end belongs to the next ones (consume_received keeps it aside).
+        if (t.any_length) break;
         continue;
       }
       const std::size_t length = t.any_length ? t.header.bytes : t.bytes;
@@ -168,10 +175,44 @@ bool Mesh::progress_recvs(int peer, const char* what) {
   return moved;
 }
 
+bool Mesh::deliver_ahead(int peer, const char* what) {
+  Peer& p = peers_[peer];
+  bool moved = false;
+  while (!p.recvs.empty() && p.ahead_head < p.ahead.size()) {
+    Transfer& t = p.recvs[0];
+    // The next span of the front receive, bounded by its message's end.
+    std::byte* to;
+    std::size_t room;
+    if (t.header_done < sizeof t.header) {
+      to = reinterpret_cast<std::byte*>(&t.header) + t.header_done;
+      room = sizeof t.header - t.header_done;
+    } else {
+      const std::size_t length = t.any_length ? t.header.bytes : t.bytes;
+      if (t.done < std::min(length, t.bytes)) {
+        to = t.data + t.done;
+        room = std::min(length, t.bytes) - t.done;
+      } else {
+        const std::size_t over = t.done - t.bytes;
+        to = t.overflow.data() + over;
+        room = t.overflow.size() - over;
+      }
+    }
+    const std::size_t k = std::min(room, p.ahead.size() - p.ahead_head);
+    std::memcpy(to, p.ahead.data() + p.ahead_head, k);
+    p.ahead_head += k;
+    moved = true;
+    consume_received(peer, k, what);
+  }
+  if (p.ahead_head == p.ahead.size()) p.ahead.clear(), p.ahead_head = 0;
+  return moved;
+}
+
 void Mesh::consume_received(int peer, std::size_t left, const char* what) {
   Peer& p = peers_[peer];
   while (!p.recvs.empty()) {
     Transfer& t = p.recvs[0];
+    // Its header still due: this read went on into its capacity from the start.
+    const bool read_into_capacity = t.header_done < sizeof t.header;
     if (t.header_done < sizeof t.header) {
       const std::size_t h = std::min(left, sizeof t.header - t.header_done);
       t.header_done += h;
@@ -193,6 +234,12 @@ void Mesh::consume_received(int peer, std::size_t left, const char* what) {
     left -= d;
     if (t.done < length) return;
     if (t.got != nullptr) *t.got = length;
+    if (t.any_length && left > 0) {
+      // Read into this message's capacity past its end: the next messages' bytes.
+      if (!read_into_capacity) throw Error("tcp: bytes read past the end of a message outside its capacity");
+      p.ahead.insert(p.ahead.end(), t.data + length, t.data + length + left);
+      left = 0;
+    }
     --*t.unfinished;
     p.recvs.pop();
   }
@@ -312,6 +359,7 @@ void Mesh::drop_queued() {
   for (auto& p : peers_) {
     p.sends.items.clear(), p.sends.head = 0;
     p.recvs.items.clear(), p.recvs.head = 0;
+    p.ahead.clear(), p.ahead_head = 0;
   }
   busy_.clear();
 }

@@ -47,7 +47,8 @@ struct FrameHeader {
 
 // One message to or from one peer. `bytes`: its length, or for a receive of
 // unknown length its capacity (the sender's length lands in *got; bytes past the
-// capacity are read into `overflow`, so the stream stays in step).
+// capacity are read into `overflow`, so the stream stays in step; the capacity
+// past the message's length may be overwritten).
 struct Transfer {
   std::byte* data = nullptr;
   std::size_t bytes = 0;
@@ -117,6 +118,10 @@ class Mesh final : public direct::Links {
     Fifo sends, recvs;
     std::uint32_t send_sequence = 0, recv_sequence = 0;
     std::chrono::steady_clock::time_point last_progress;
+    // Bytes read past the end of a message of unknown length (its header and
+    // payload come in one readv, see progress_recvs), for the receives after it.
+    std::vector<std::byte> ahead;
+    std::size_t ahead_head = 0;
   };
 
   // The peer's queues, marked busy.
@@ -125,6 +130,9 @@ class Mesh final : public direct::Links {
   bool progress_recvs(int peer, const char* what);
   // Takes `n` received bytes into the peer's queued receives, in order.
   void consume_received(int peer, std::size_t n, const char* what);
+  // Copies the peer's read-ahead bytes into its queued receives, never past the
+  // end of a message; true when some moved.
+  bool deliver_ahead(int peer, const char* what);
   // One pass over every busy connection; true when bytes moved.
   bool progress_all(const char* what);
   // Sleeps until a connection can move, abort() fires, or a peer times out
