@@ -52,6 +52,7 @@ TEST(Settings, BadValuesFailInitNamingVariableValueAndWhatIsAllowed) {
         {"KOLO_SHM_SMALL_BYTES", "-1"},
         {"KOLO_TCP_SMALL_BYTES", "abc"},
         {"KOLO_TCP_SPIN_US", "5000000"},  // clamped to a second
+        {"KOLO_TCP_CONGESTION", "no-such-algorithm"},
         {"KOLO_GLOO_ROUND_BYTES", "12"},
         {"KOLO_MPI_SPIN_US", "-1"},
     };

@@ -4,6 +4,7 @@
 #include "comm/mpi/mpi_communicator.h"
 #include "comm/ps/ps_settings.h"
 #include "comm/shm/shm_communicator.h"
+#include "comm/tcp/tcp_connect.h"
 #include "comm/tcp/tcp_mesh.h"
 
 namespace kolo::comm {
@@ -13,6 +14,7 @@ void check_transport_settings() {
   direct::Tuning::from_env("KOLO_TCP");
   direct::Tuning::from_env("KOLO_GLOO");
   tcp::spin_from_env();
+  tcp::congestion_from_env();
   check_mpi_settings();
   ps::PsSettings::from_env();
 }

@@ -7,10 +7,12 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <list>
 #include <string>
 #include <thread>
 
+#include "common/env.h"
 #include "common/logging.h"
 #include "kolo/error.h"
 
@@ -186,6 +188,14 @@ class Acceptor {
   int connected_ = 0;
 };
 
+InvalidArgumentError refused_congestion(const std::string& name, int err) {
+  std::string allowed;
+  std::getline(std::ifstream("/proc/sys/net/ipv4/tcp_allowed_congestion_control"), allowed);
+  if (allowed.empty()) allowed = "those of net.ipv4.tcp_allowed_congestion_control";
+  return InvalidArgumentError("KOLO_TCP_CONGESTION: '" + name + "' is refused by this kernel (" + std::strerror(err) +
+                              "): allowed are " + allowed);
+}
+
 // A connection between two ranks of one host crosses no link, so there is nothing
 // for congestion control to pace. Where the host runs BBR, its pacing on loopback
 // settles, launch by launch, at either the full rate or about half of it (BBR's
@@ -199,9 +209,7 @@ class Acceptor {
 void choose_congestion_control(const std::vector<net::Fd>& fds, const std::string& setting, int cores) {
   if (!setting.empty()) {
     for (const auto& fd : fds) {
-      if (fd.valid() && !net::set_congestion_control(fd.get(), setting))
-        throw InvalidArgumentError("KOLO_TCP_CONGESTION=" + setting + ": the kernel refuses it (" +
-                                   std::strerror(errno) + "; see net.ipv4.tcp_allowed_congestion_control)");
+      if (fd.valid() && !net::set_congestion_control(fd.get(), setting)) throw refused_congestion(setting, errno);
     }
     return;
   }
@@ -214,6 +222,14 @@ void choose_congestion_control(const std::vector<net::Fd>& fds, const std::strin
 }
 
 }  // namespace
+
+std::string congestion_from_env() {
+  const std::string name = env::get_string("KOLO_TCP_CONGESTION", "");
+  if (name.empty()) return name;
+  const net::Fd probe(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (probe.valid() && !net::set_congestion_control(probe.get(), name)) throw refused_congestion(name, errno);
+  return name;
+}
 
 std::vector<net::Fd> connect_mesh(const MeshSetup& s, store::StoreClient& store, const GlooNetwork& network) {
   const GlooGroup& g = *s.group;

@@ -35,6 +35,10 @@ struct MeshSetup {
   int cores = 0;
 };
 
+// KOLO_TCP_CONGESTION: empty when unset; InvalidArgumentError when this kernel
+// does not take the name on a socket.
+std::string congestion_from_env();
+
 // One connected, authenticated, non-blocking socket per peer (index = group rank;
 // this rank's own entry stays invalid). Errors: InvalidArgumentError (unusable
 // address), TimeoutError (a rank did not show up within connect_timeout),

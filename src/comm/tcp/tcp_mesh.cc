@@ -59,7 +59,7 @@ Mesh::Mesh(const GlooGroup& group, store::StoreClient& store, const GlooNetwork&
   setup.keys = HandshakeKeys{secret, group.key_prefix};
   setup.connect_timeout = options.connect_timeout;
   setup.handshake_timeout = std::min(options.connect_timeout, std::chrono::milliseconds(5000));
-  setup.congestion_control = env::get_string("KOLO_TCP_CONGESTION", "");
+  setup.congestion_control = congestion_from_env();
   auto fds = connect_mesh(setup, store, network);
   for (int p = 0; p < size_; ++p) peers_[p].fd = std::move(fds[p]);
   KOLO_LOG(Debug, "tcp: " << group_.member_name(rank_) << " connected (member " << rank_ << " of " << size_ << ")");
