@@ -229,24 +229,29 @@ bool set_congestion_control(int fd, const std::string& name) {
   return setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name.data(), static_cast<socklen_t>(name.size())) == 0;
 }
 
+bool is_loopback(const sockaddr& addr) {
+  if (addr.sa_family == AF_INET)
+    return (ntohl(reinterpret_cast<const sockaddr_in&>(addr).sin_addr.s_addr) >> 24) == 127;
+  if (addr.sa_family == AF_INET6) {
+    const in6_addr& a = reinterpret_cast<const sockaddr_in6&>(addr).sin6_addr;
+    return IN6_IS_ADDR_LOOPBACK(&a) || (IN6_IS_ADDR_V4MAPPED(&a) && a.s6_addr[12] == 127);
+  }
+  return false;
+}
+
 bool peer_is_local(int fd) {
   sockaddr_storage local{}, peer{};
   socklen_t local_len = sizeof local, peer_len = sizeof peer;
   if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) != 0 ||
       getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0 || local.ss_family != peer.ss_family)
     return false;
-  if (peer.ss_family == AF_INET) {
-    const in_addr a = reinterpret_cast<const sockaddr_in&>(local).sin_addr;
-    const in_addr b = reinterpret_cast<const sockaddr_in&>(peer).sin_addr;
-    return (ntohl(b.s_addr) >> 24) == 127 || a.s_addr == b.s_addr;
-  }
-  if (peer.ss_family == AF_INET6) {
-    const in6_addr& a = reinterpret_cast<const sockaddr_in6&>(local).sin6_addr;
-    const in6_addr& b = reinterpret_cast<const sockaddr_in6&>(peer).sin6_addr;
-    if (IN6_IS_ADDR_LOOPBACK(&b)) return true;
-    if (IN6_IS_ADDR_V4MAPPED(&b) && b.s6_addr[12] == 127) return true;
-    return std::memcmp(&a, &b, sizeof a) == 0;
-  }
+  if (is_loopback(reinterpret_cast<const sockaddr&>(peer))) return true;
+  if (peer.ss_family == AF_INET)
+    return reinterpret_cast<const sockaddr_in&>(local).sin_addr.s_addr ==
+           reinterpret_cast<const sockaddr_in&>(peer).sin_addr.s_addr;
+  if (peer.ss_family == AF_INET6)
+    return std::memcmp(&reinterpret_cast<const sockaddr_in6&>(local).sin6_addr,
+                       &reinterpret_cast<const sockaddr_in6&>(peer).sin6_addr, sizeof(in6_addr)) == 0;
   return false;
 }
 

@@ -3,6 +3,8 @@
 // with deadlines. Every call retries on EINTR and never raises SIGPIPE.
 #pragma once
 
+#include <sys/socket.h>
+
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -77,6 +79,8 @@ void set_no_delay(int fd);
 // TCP_CONGESTION: false (errno set) when the kernel refuses the name (unknown, or
 // not in net.ipv4.tcp_allowed_congestion_control for an unprivileged process).
 bool set_congestion_control(int fd, const std::string& name);
+// An IPv4 127/8 address, ::1, or an IPv4-mapped 127/8 one.
+bool is_loopback(const sockaddr& addr);
 // Whether the other end is on this host: a loopback address, or the socket's own
 // address (the kernel carries a connection to a local address over loopback).
 bool peer_is_local(int fd);

@@ -8,6 +8,7 @@
 #include "common/env.h"
 #include "kolo/error.h"
 #include "net/host_name.h"
+#include "net/socket.h"
 
 namespace kolo::comm {
 namespace {
@@ -21,13 +22,8 @@ bool resolves_to_loopback(const std::string& host) {
   if (getaddrinfo(host.c_str(), nullptr, &hints, &result) != 0) return false;
   bool loopback = true;
   for (addrinfo* ai = result; ai != nullptr; ai = ai->ai_next) {
-    if (ai->ai_family == AF_INET) {
-      auto* in = reinterpret_cast<sockaddr_in*>(ai->ai_addr);
-      if ((ntohl(in->sin_addr.s_addr) >> 24) != 127) loopback = false;
-    } else if (ai->ai_family == AF_INET6) {
-      auto* in6 = reinterpret_cast<sockaddr_in6*>(ai->ai_addr);
-      if (!IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr)) loopback = false;
-    }
+    const bool ip = ai->ai_family == AF_INET || ai->ai_family == AF_INET6;
+    if (ip && !net::is_loopback(*ai->ai_addr)) loopback = false;
   }
   freeaddrinfo(result);
   return loopback;

@@ -29,6 +29,26 @@ constexpr std::uint64_t kMaxOverflow = 1ull << 30;
 
 std::string errno_text(int err) { return std::strerror(err); }
 
+// Where a receive's next bytes go, in order: while its header is due, the rest of
+// the header and then its whole capacity; after, the rest of its payload and of
+// its overflow. Fills at most 2 spans; returns how many.
+int next_spans(Transfer& t, iovec* iov) {
+  int n = 0;
+  if (t.header_done < sizeof t.header) {
+    iov[n++] = {reinterpret_cast<char*>(&t.header) + t.header_done, sizeof t.header - t.header_done};
+    if (t.bytes > 0) iov[n++] = {t.data, t.bytes};
+    return n;
+  }
+  const std::size_t length = t.any_length ? t.header.bytes : t.bytes;
+  const std::size_t in_data = std::min(length, t.bytes);
+  if (t.done < in_data) iov[n++] = {t.data + t.done, in_data - t.done};
+  if (length > t.bytes) {
+    const std::size_t over = std::max(t.done, t.bytes) - t.bytes;
+    iov[n++] = {t.overflow.data() + over, t.overflow.size() - over};
+  }
+  return n;
+}
+
 }  // namespace
 
 std::chrono::nanoseconds spin_from_env() {
@@ -143,23 +163,13 @@ bool Mesh::progress_recvs(int peer, const char* what) {
     }
     iovec iov[kMaxIov];
     int n = 0;
-    for (std::size_t i = 0; i < p.recvs.size() && n + 3 <= kMaxIov; ++i) {
+    for (std::size_t i = 0; i < p.recvs.size() && n + 2 <= kMaxIov; ++i) {
       Transfer& t = p.recvs[i];
-      if (t.header_done < sizeof t.header) {
-        iov[n++] = {reinterpret_cast<char*>(&t.header) + t.header_done, sizeof t.header - t.header_done};
-        if (t.bytes > 0) iov[n++] = {t.data, t.bytes};
-        // A message of unknown length ends somewhere in its capacity: what is read
-        // past its end belongs to the next ones (consume_received keeps it aside).
-        if (t.any_length) break;
-        continue;
-      }
-      const std::size_t length = t.any_length ? t.header.bytes : t.bytes;
-      const std::size_t in_data = std::min(length, t.bytes);
-      if (t.done < in_data) iov[n++] = {t.data + t.done, in_data - t.done};
-      if (length > t.bytes) {
-        const std::size_t over = std::max(t.done, t.bytes) - t.bytes;
-        iov[n++] = {t.overflow.data() + over, t.overflow.size() - over};
-      }
+      const bool header_due = t.header_done < sizeof t.header;
+      n += next_spans(t, iov + n);
+      // A message of unknown length ends somewhere in its capacity: what is read
+      // past its end belongs to the next ones (consume_received keeps it aside).
+      if (header_due && t.any_length) break;
     }
     ssize_t got = ::readv(p.fd.get(), iov, n);
     if (got < 0) {
@@ -179,26 +189,12 @@ bool Mesh::deliver_ahead(int peer, const char* what) {
   Peer& p = peers_[peer];
   bool moved = false;
   while (!p.recvs.empty() && p.ahead_head < p.ahead.size()) {
-    Transfer& t = p.recvs[0];
-    // The next span of the front receive, bounded by its message's end.
-    std::byte* to;
-    std::size_t room;
-    if (t.header_done < sizeof t.header) {
-      to = reinterpret_cast<std::byte*>(&t.header) + t.header_done;
-      room = sizeof t.header - t.header_done;
-    } else {
-      const std::size_t length = t.any_length ? t.header.bytes : t.bytes;
-      if (t.done < std::min(length, t.bytes)) {
-        to = t.data + t.done;
-        room = std::min(length, t.bytes) - t.done;
-      } else {
-        const std::size_t over = t.done - t.bytes;
-        to = t.overflow.data() + over;
-        room = t.overflow.size() - over;
-      }
-    }
-    const std::size_t k = std::min(room, p.ahead.size() - p.ahead_head);
-    std::memcpy(to, p.ahead.data() + p.ahead_head, k);
+    // Only the first span: it ends where the message does (a due header's rest,
+    // or its payload's), where a capacity read from the socket would not.
+    iovec spans[2]{};
+    if (next_spans(p.recvs[0], spans) == 0) break;
+    const std::size_t k = std::min(spans[0].iov_len, p.ahead.size() - p.ahead_head);
+    std::memcpy(spans[0].iov_base, p.ahead.data() + p.ahead_head, k);
     p.ahead_head += k;
     moved = true;
     consume_received(peer, k, what);
@@ -211,8 +207,6 @@ void Mesh::consume_received(int peer, std::size_t left, const char* what) {
   Peer& p = peers_[peer];
   while (!p.recvs.empty()) {
     Transfer& t = p.recvs[0];
-    // Its header still due: this read went on into its capacity from the start.
-    const bool read_into_capacity = t.header_done < sizeof t.header;
     if (t.header_done < sizeof t.header) {
       const std::size_t h = std::min(left, sizeof t.header - t.header_done);
       t.header_done += h;
@@ -235,8 +229,8 @@ void Mesh::consume_received(int peer, std::size_t left, const char* what) {
     if (t.done < length) return;
     if (t.got != nullptr) *t.got = length;
     if (t.any_length && left > 0) {
-      // Read into this message's capacity past its end: the next messages' bytes.
-      if (!read_into_capacity) throw Error("tcp: bytes read past the end of a message outside its capacity");
+      // Read into this message's capacity past its end (only a read that began
+      // with its header goes on into the capacity): the next messages' bytes.
       p.ahead.insert(p.ahead.end(), t.data + length, t.data + length + left);
       left = 0;
     }
