@@ -291,14 +291,17 @@ void ShmChannel::check_peer(int peer, const Counter& counter, std::uint32_t targ
   auto not_delivered = [&] { return !reached(counter.value.load(std::memory_order_acquire), target); };
   const std::string who = rank_name(peer) + " (pid " + std::to_string(pc.pid.load()) + ")";
   const std::string context = rank_name(rank_) + " was waiting for it in " + operation_;
-  switch (static_cast<RankState>(pc.state.load(std::memory_order_acquire))) {
-    case RankState::Aborted: {
+  const auto state = static_cast<RankState>(pc.state.load(std::memory_order_acquire));
+  switch (state) {
+    case RankState::Aborted:
+    case RankState::Failed: {
       if (!not_delivered()) return;
       std::string reason(pc.reason, strnlen(pc.reason, kReasonBytes));
       // A peer that gave up because another rank failed passes the blame on
       // (unless it blames this rank, which is evidently still running).
       const int upstream = pc.failed_peer.load(std::memory_order_acquire) - 1;
-      blame(upstream >= 0 && upstream != rank_ ? upstream : peer, who + " aborted: " + reason + " (" + context + ")");
+      const char* verb = state == RankState::Failed ? " failed: " : " aborted: ";
+      blame(upstream >= 0 && upstream != rank_ ? upstream : peer, who + verb + reason + " (" + context + ")");
     }
     case RankState::Closed:
       if (!not_delivered()) return;
@@ -346,16 +349,31 @@ void ShmChannel::abort(const std::string& reason) {
     std::lock_guard lock(abort_mutex_);
     if (aborted_.load()) return;
     abort_reason_ = reason;
-    RankControl& me = control(rank_);
-    std::size_t n = std::min(reason.size(), kReasonBytes - 1);
-    std::memcpy(me.reason, reason.data(), n);
-    me.reason[n] = '\0';
-    me.failed_peer.store(failed_peer_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    me.state.store(static_cast<std::uint32_t>(RankState::Aborted), std::memory_order_release);
+    // After a failure the peers keep its message: it names the rank to blame.
+    publish_state(RankState::Aborted, reason);
     aborted_.store(true, std::memory_order_seq_cst);
   }
   if (auto* word = sleeping_on_.load(std::memory_order_seq_cst)) futex_wake_all(word);
   wake_own_sleepers();
+}
+
+void ShmChannel::publish_failure(const std::string& message) {
+  {
+    std::lock_guard lock(abort_mutex_);
+    publish_state(RankState::Failed, message);
+  }
+  wake_own_sleepers();
+}
+
+void ShmChannel::publish_state(RankState state, const std::string& reason) {
+  RankControl& me = control(rank_);
+  const auto current = static_cast<RankState>(me.state.load(std::memory_order_relaxed));
+  if (current == RankState::Failed || current == RankState::Aborted) return;
+  std::size_t n = std::min(reason.size(), kReasonBytes - 1);
+  std::memcpy(me.reason, reason.data(), n);
+  me.reason[n] = '\0';
+  me.failed_peer.store(failed_peer_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  me.state.store(static_cast<std::uint32_t>(state), std::memory_order_release);
 }
 
 void ShmChannel::throw_if_aborted() const {

@@ -81,6 +81,12 @@ class ShmChannel {
   void abort(const std::string& reason);
   // Throws ShutdownError when aborted.
   void throw_if_aborted() const;
+  // A collective of this rank failed with `message` because a peer failed (the
+  // last one a wait blamed): peers waiting on this rank fail at once and name that
+  // peer, instead of waiting out the peer timeout and blaming this rank. A
+  // broadcast's receivers wait on the root alone, so only this tells them that a
+  // receiver the root waited for died.
+  void publish_failure(const std::string& message);
 
  private:
   RankControl& control(int rank) const;
@@ -105,6 +111,9 @@ class ShmChannel {
   // Throws PeerFailureError(culprit, message), remembering the culprit for abort().
   [[noreturn]] void blame(int culprit, const std::string& message) const;
   void wake_own_sleepers();
+  // Writes this rank's state word with `reason` and the peer it blames, unless a
+  // failure or an abort is already there. Under abort_mutex_.
+  void publish_state(RankState state, const std::string& reason);
 
   Mapping mapping_;
   Layout layout_;

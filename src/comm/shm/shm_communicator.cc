@@ -97,9 +97,10 @@
 // (kill(pid,0), /proc/<pid>/stat not Z/X); and whether any of the peer's counters
 // moved within the peer timeout (if not, the rank furthest behind is named).
 // Any of these throws PeerFailureError; the communicator is then unusable and
-// every later call throws the same error. A rank that aborts or destroys its
-// communicator says so in its state word, so that its peers fail at once, with
-// the reason, instead of after the peer timeout.
+// every later call throws the same error. A rank whose collective failed, or
+// that aborts or destroys its communicator, says so in its state word (with the
+// rank it blames), so that its peers fail at once, with the reason, instead of
+// after the peer timeout.
 #include "comm/shm/shm_communicator.h"
 
 #include <algorithm>
@@ -253,8 +254,9 @@ class ShmCommunicator final : public Communicator {
     channel_->set_operation(operation);
     try {
       body();
-    } catch (const PeerFailureError&) {
+    } catch (const PeerFailureError& e) {
       failure_ = std::current_exception();
+      channel_->publish_failure(e.what());
       throw;
     } catch (const ShutdownError&) {
       throw;

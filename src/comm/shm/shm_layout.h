@@ -40,6 +40,7 @@ enum class RankState : std::uint32_t {
   Active = 0,
   Closed = 1,   // the communicator was destroyed
   Aborted = 2,  // abort() was called; `reason` says why
+  Failed = 3,   // a collective failed because `failed_peer` did; `reason` is the error
 };
 
 inline constexpr std::size_t kReasonBytes = 192;
@@ -55,7 +56,7 @@ struct alignas(kCacheLine) RankControl {
   Counter consumed;  // >= s+1: this rank has read everything it needs of step s
   alignas(kCacheLine) std::atomic<std::int32_t> pid;
   std::atomic<std::uint32_t> state;
-  // When this rank aborted because a peer failed: that peer's rank + 1, so that
+  // When this rank failed or aborted because a peer failed: that peer's rank + 1, so that
   // the ranks waiting on this one name the rank that failed, not the messenger.
   // 0 (as the segment is created): none, or not known.
   std::atomic<std::int32_t> failed_peer;
