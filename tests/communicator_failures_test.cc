@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <string>
 #include <thread>
 #include <vector>
@@ -118,6 +119,30 @@ TEST_P(CommunicatorPeerFailures, PeerKilledBetweenCallsIsNamedOnEveryRank) {
   }
 }
 
+// Runs `call` on `m` until it throws: `victim`, which kills itself `after` this
+// begins, must be named within seconds of the last call that succeeded.
+template <typename Call>
+void call_until_victim_named(const Job& job, Member& m, int rank, int victim, std::chrono::milliseconds after,
+                             Call call) {
+  if (rank == victim) {
+    std::thread([after] {
+      std::this_thread::sleep_for(after);
+      ::raise(SIGKILL);
+    }).detach();
+  }
+  auto last_success = Clock::now();
+  try {
+    for (int i = 0; i < 100000; ++i) {
+      call();
+      last_success = Clock::now();
+    }
+    ADD_FAILURE() << "no error after rank " << victim << " was killed";
+  } catch (const PeerFailureError& e) {
+    EXPECT_LT(Clock::now() - last_success, time_bound(3s)) << e.what();
+    expect_names(*m.comm, e, victim, job.factory->killed_peer_words);
+  }
+}
+
 TEST_P(CommunicatorPeerFailures, PeerKilledInsideACallIsNamedOnEveryRank) {
   const int victim = ranks() / 2;
   auto outcomes = spawn_ranks(ranks(), [&](int rank) {
@@ -126,27 +151,31 @@ TEST_P(CommunicatorPeerFailures, PeerKilledInsideACallIsNamedOnEveryRank) {
     const std::size_t count = 4 << 20;  // 16 MiB: many chunks and rounds
     std::vector<float> in(count, 1.0f), out(count);
     m.comm->allreduce(in.data(), out.data(), count, DataType::Float32, ReduceOp::Sum);
-    if (rank == victim) {
-      // Dies at a random point inside the following allreduces.
-      std::thread([] {
-        std::this_thread::sleep_for(30ms);
-        ::raise(SIGKILL);
-      }).detach();
-    }
-    auto last_success = Clock::now();
-    try {
-      for (int i = 0; i < 100000; ++i) {
-        m.comm->allreduce(in.data(), out.data(), count, DataType::Float32, ReduceOp::Sum);
-        last_success = Clock::now();
-      }
-      ADD_FAILURE() << "no error after rank " << victim << " was killed";
-    } catch (const PeerFailureError& e) {
-      EXPECT_LT(Clock::now() - last_success, time_bound(3s)) << e.what();
-      expect_names(*m.comm, e, victim, factory().killed_peer_words);
-    }
+    // Dies at a random point inside the following allreduces.
+    call_until_victim_named(job(), m, rank, victim, 30ms, [&] {
+      m.comm->allreduce(in.data(), out.data(), count, DataType::Float32, ReduceOp::Sum);
+    });
     wait_for_survivors(*store, ranks() - 1);
   }, spawn_options(job()));
   expect_survivors_passed(outcomes, victim);
+}
+
+// One transfer far larger than the sockets' buffers, cut by the death of its
+// sender (the root) or of a receiver: the survivors' halves of it, part written
+// or part read, end at once too.
+TEST_P(CommunicatorPeerFailures, PeerKilledInsideALargeTransferIsNamedOnEveryRank) {
+  for (int victim : {0, ranks() - 1}) {
+    auto outcomes = spawn_ranks(ranks(), [&](int rank) {
+      auto store = connect_job_store();
+      Member m = join_job(job(), detection_by_death());
+      std::vector<std::uint8_t> data(std::size_t{64} << 20, 7);
+      m.comm->barrier();
+      // Mid-transfer: 64 MiB take tens of ms.
+      call_until_victim_named(job(), m, rank, victim, 5ms, [&] { m.comm->broadcast(data.data(), data.size(), 0); });
+      wait_for_survivors(*store, ranks() - 1);
+    }, spawn_options(job()));
+    expect_survivors_passed(outcomes, victim);
+  }
 }
 
 TEST_P(CommunicatorPeerFailures, StoppedPeerIsNamedAfterThePeerTimeout) {

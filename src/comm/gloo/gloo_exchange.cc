@@ -41,14 +41,17 @@ void Exchange::post(int peer, bool is_send, void* data, std::size_t bytes) {
 void Exchange::wait() {
   for (auto& t : transfers_) {
     bool completed = false;
+    std::string lost;
     try {
-      completed = t.is_send ? t.buffer->waitSend(mesh_.peer_timeout()) : t.buffer->waitRecv(mesh_.peer_timeout());
+      completed = mesh_.wait(*t.buffer, t.is_send, t.peer, lost);
     } catch (const Error&) {
       throw;
     } catch (const std::exception& e) {
       mesh_.fail(t.peer, what_, e.what());
     }
-    if (!completed) mesh_.throw_interrupted();
+    if (completed) continue;
+    if (!lost.empty()) mesh_.fail(t.peer, what_, lost);
+    mesh_.throw_interrupted();
   }
 }
 

@@ -57,6 +57,7 @@ Mesh::Mesh(const GlooGroup& group, store::StoreClient& store, const GlooNetwork&
     throw PeerFailureError(-1, std::string("gloo: connecting the ranks failed: ") + e.what());
   }
   context_ = std::move(context);
+  watch_ = std::make_unique<ConnectionWatch>(*context_);
   KOLO_LOG(Debug, "gloo: rank " << rank_ << " of " << size_ << " connected (" << device->str() << ")");
 }
 

@@ -30,6 +30,7 @@
 #include "comm/communicator.h"
 #include "comm/direct/failure_state.h"
 #include "comm/direct/point_to_point.h"
+#include "comm/gloo/connection_watch.h"
 #include "comm/gloo/gloo_communicator.h"
 #include "store/store.h"
 
@@ -55,6 +56,12 @@ class Mesh final : public direct::Links {
   // Throws ShutdownError after abort(), the recorded error after a failure.
   std::unique_ptr<::gloo::transport::UnboundBuffer> make_buffer(void* data, std::size_t bytes);
   void release_buffer(::gloo::transport::UnboundBuffer* buffer);
+  // Waits up to the peer timeout for `buffer`'s transfer with group rank `peer`;
+  // false when woken early, with `lost` set when its connection failed
+  // (connection_watch.h). Throws what gloo throws.
+  bool wait(::gloo::transport::UnboundBuffer& buffer, bool is_send, int peer, std::string& lost) {
+    return watch_->wait(buffer, is_send, peer, peer_timeout_, lost);
+  }
 
   // Throws the recorded failure or ShutdownError when the mesh is unusable.
   void check_usable() override { state_.check_usable(); }
@@ -80,6 +87,7 @@ class Mesh final : public direct::Links {
   const int size_;
   const std::chrono::milliseconds peer_timeout_;
   std::shared_ptr<::gloo::Context> context_;
+  std::unique_ptr<ConnectionWatch> watch_;  // after context_: it goes first
   std::uint64_t next_slot_ = 1;
   direct::FailureState state_;
 

@@ -1,0 +1,31 @@
+// Debian's libgloo-dev (0.0~git20220518) installs gloo/transport/tcp/pair.h but
+// not the gloo/common/memory.h it includes. kolo includes pair.h only to read a
+// pair's recorded error (connection_watch.cc) and calls nothing that uses these
+// types; they are declared here with the one member each that libgloo was built
+// with (a std::shared_ptr or std::weak_ptr), so that tcp::Pair's layout as
+// compiled in kolo is libgloo's.
+#pragma once
+
+#include <memory>
+
+namespace gloo {
+
+template <typename T>
+class NonOwningPtr final {
+ private:
+  std::shared_ptr<T> ptr_;
+};
+
+template <typename T>
+class WeakNonOwningPtr final {
+ protected:
+  std::weak_ptr<T> ptr_;
+};
+
+template <typename T>
+class ShareableNonOwningPtr final {
+ protected:
+  std::shared_ptr<T> ptr_;
+};
+
+}  // namespace gloo
