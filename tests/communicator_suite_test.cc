@@ -24,6 +24,7 @@
 #include "harness/communicator_agreement.h"
 #include "harness/communicator_data.h"
 #include "harness/communicator_factories.h"
+#include "harness/regions_check.h"
 #include "harness/values.h"
 #include "kolo/error.h"
 
@@ -139,6 +140,25 @@ TEST_P(CommunicatorSuite, AllreduceLargeBuffersWithDefaultThresholds) {
       expect_bitwise_equal_on_every_rank(comm, data.data(), data.size(), "allreduce " + std::to_string(count));
     }
   }, {.small_thresholds = false});
+}
+
+// Which communicators reduce a list of buffers themselves rather than through
+// one staging buffer (Communicator::reduces_regions).
+bool has_own_regions_path(const Job& job) {
+  const std::string& name = job.factory->name;
+  return name == "self" || name == "shm" || name == "tcp" || (name == "hierarchical" && job.shape.per_host == 1);
+}
+
+// A fused batch reduced as a list of buffers gives the bits of the contiguous
+// allreduce of its concatenation, with regions cut across rounds and blocks.
+TEST_P(CommunicatorSuite, AllreduceRegionsMatchTheContiguousAllreduce) {
+  run_job(job(), [this](Member& m) {
+    EXPECT_EQ(m.comm->reduces_regions(), has_own_regions_path(job()));
+    for (const auto& sizes : kRegionLayouts) {
+      check_regions_against_contiguous(*m.comm, sizes, false);
+      check_regions_against_contiguous(*m.comm, sizes, true);
+    }
+  });
 }
 
 // Rank j's block: c * (j + 1) / n elements (uneven, and empty where c < n), or

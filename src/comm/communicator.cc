@@ -13,13 +13,9 @@ void Communicator::allreduce_regions(std::span<const Region> regions, DataType d
   const std::size_t es = element_size(dtype);
   RegionList list(regions, es);
   std::vector<std::byte> staging(list.count() * es);
-  list.for_each(0, list.count(), [&](const std::byte* send, std::byte*, std::size_t n, std::size_t pos) {
-    std::memcpy(staging.data() + pos * es, send, n * es);
-  });
+  list.gather_sends(staging.data());
   allreduce(staging.data(), staging.data(), list.count(), dtype, op);
-  list.for_each(0, list.count(), [&](const std::byte*, std::byte* recv, std::size_t n, std::size_t pos) {
-    std::memcpy(recv, staging.data() + pos * es, n * es);
-  });
+  list.scatter_recvs(staging.data());
 }
 
 std::uint32_t self_sized_length(const void* block, std::size_t max_block, int sender) {

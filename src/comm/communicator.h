@@ -68,7 +68,8 @@ class Communicator {
 
   // One allreduce over several buffers, as if their sends were concatenated and
   // the result split back into their recvs, without that copy. Only where
-  // reduces_regions() says so; no recv may overlap another region's send.
+  // reduces_regions() says so; no recv may overlap another region's send, and
+  // every rank passes regions of the same counts (the engine's fused batch).
   virtual bool reduces_regions() const { return false; }
   virtual void allreduce_regions(std::span<const Region> regions, DataType dtype, ReduceOp op);
 

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstring>
 #include <span>
 #include <vector>
 
@@ -60,6 +61,19 @@ class RegionList {
          run, pos);
       pos += run;
     }
+  }
+
+  // The send sides, concatenated into `joint` (count() elements); and `joint`
+  // split back into the recv sides: staging through one buffer.
+  void gather_sends(std::byte* joint) const {
+    for_each(0, total_, [&](const std::byte* send, std::byte*, std::size_t n, std::size_t pos) {
+      std::memcpy(joint + pos * element_size_, send, n * element_size_);
+    });
+  }
+  void scatter_recvs(const std::byte* joint) const {
+    for_each(0, total_, [&](const std::byte*, std::byte* recv, std::size_t n, std::size_t pos) {
+      std::memcpy(recv, joint + pos * element_size_, n * element_size_);
+    });
   }
 
  private:

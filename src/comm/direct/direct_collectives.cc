@@ -23,6 +23,9 @@
 // give every rank the same bits, but in ring order from each segment's owner and
 // rounding at every step, so its results would depend on the transport. (A ring
 // also needs size-1 round trips per phase where a direct exchange needs one.)
+// ALLREDUCE over regions (a fused batch of tensors): the same, over the regions'
+// joint index space; a piece that spans several regions moves as one message per
+// region, read from and written into the tensors themselves.
 // REDUCE_SCATTER: the reduce-scatter phase alone, with the caller's blocks.
 // ALLGATHERV / GATHERV / BROADCAST / ALLTOALLV / BARRIER: one exchange each.
 // In place: send == recv works everywhere (and for allgatherv / reduce_scatter the
@@ -122,20 +125,53 @@ void Collectives::allreduce(const void* send, void* recv, std::size_t count, Dat
     return;
   }
   if (count * es <= tuning_.small_bytes) return allreduce_small(in, out, count, dtype, op);
+  const Region whole{send, recv, count};
+  allreduce_large(RegionList({&whole, 1}, es), dtype, op);
+}
 
+void Collectives::allreduce_regions(std::span<const Region> regions, DataType dtype, ReduceOp op) {
+  check_reduction(dtype, op, "allreduce");
+  mesh_.check_usable();
+  const std::size_t es = element_size(dtype);
+  const RegionList list(regions, es);
+  if (mesh_.size() == 1) {
+    list.for_each(0, list.count(), [&](const std::byte* in, std::byte* out, std::size_t n, std::size_t) {
+      if (in != out) std::memmove(out, in, n * es);
+    });
+    return;
+  }
+  if (list.count() * es > tuning_.small_bytes) return allreduce_large(list, dtype, op);
+  // One small exchange of the joint elements: staged, as the whole costs less
+  // than a message per region.
+  std::vector<std::byte> joint(list.count() * es);
+  list.gather_sends(joint.data());
+  allreduce_small(joint.data(), joint.data(), list.count(), dtype, op);
+  list.scatter_recvs(joint.data());
+}
+
+void Collectives::allreduce_large(const RegionList& space, DataType dtype, ReduceOp op) {
   const int n = mesh_.size(), me = mesh_.rank();
-  auto counts = even_blocks(count, n);
+  const std::size_t es = element_size(dtype);
+  auto counts = even_blocks(space.count(), n);
   auto offsets = offsets_of(counts);
   const std::size_t per_round = elements_per_round(es);
   std::vector<std::unique_ptr<Batch>> gathers;
-  reduce_blocks(in, out + offsets[me] * es, counts, offsets, dtype, op, "allreduce", [&](std::size_t round) {
+  reduce_blocks(space, counts, offsets, dtype, op, "allreduce", [&](std::size_t round) {
     auto gather = mesh_.batch("allreduce");
     const auto mine = round_piece(counts[me], round, per_round);
+    const std::size_t mine_from = offsets[me] + mine.first;
     for (int k = 0; k < n; ++k) {
       if (k == me) continue;
       const auto theirs = round_piece(counts[k], round, per_round);
-      gather->recv(k, out + (offsets[k] + theirs.first) * es, theirs.second * es);
-      gather->send(k, out + (offsets[me] + mine.first) * es, mine.second * es);
+      const std::size_t theirs_from = offsets[k] + theirs.first;
+      space.for_each(theirs_from, theirs_from + theirs.second,
+                     [&](const std::byte*, std::byte* out, std::size_t run, std::size_t) {
+                       gather->recv(k, out, run * es);
+                     });
+      space.for_each(mine_from, mine_from + mine.second,
+                     [&](const std::byte*, std::byte* out, std::size_t run, std::size_t) {
+                       gather->send(k, out, run * es);
+                     });
     }
     gathers.push_back(std::move(gather));
   });
@@ -176,7 +212,7 @@ void Collectives::reduce_progressing(std::byte* out, std::vector<const void*>& s
   }
 }
 
-void Collectives::reduce_blocks(const std::byte* in, std::byte* out, std::span<const std::size_t> counts,
+void Collectives::reduce_blocks(const RegionList& space, std::span<const std::size_t> counts,
                                 std::span<const std::size_t> offsets, DataType dtype, ReduceOp op, const char* what,
                                 const std::function<void(std::size_t round)>& after_round) {
   const int n = mesh_.size(), me = mesh_.rank();
@@ -189,14 +225,24 @@ void Collectives::reduce_blocks(const std::byte* in, std::byte* out, std::span<c
   std::byte* pieces = scratch(2 * (n - 1) * lane);
   auto lanes_of = [&](std::size_t round) { return pieces + (round % 2) * (n - 1) * lane; };
   auto piece = [&](int j, std::size_t round) { return round_piece(counts[j], round, per_round); };
+  // A piece moves as one message per region it spans, on both sides alike.
   auto post = [&](std::size_t round) {
     auto exchange = mesh_.batch(what);
     const auto mine = piece(me, round);
+    const std::size_t mine_from = offsets[me] + mine.first;
     for (int k = 0; k < n; ++k) {
       if (k == me) continue;
-      exchange->recv(k, lanes_of(round) + peer_index(k, me) * lane, mine.second * es);
+      std::byte* their_lane = lanes_of(round) + peer_index(k, me) * lane;
+      space.for_each(mine_from, mine_from + mine.second, [&](const std::byte*, std::byte*, std::size_t run,
+                                                             std::size_t pos) {
+        exchange->recv(k, their_lane + (pos - mine_from) * es, run * es);
+      });
       const auto theirs = piece(k, round);
-      exchange->send(k, in + (offsets[k] + theirs.first) * es, theirs.second * es);
+      const std::size_t theirs_from = offsets[k] + theirs.first;
+      space.for_each(theirs_from, theirs_from + theirs.second,
+                     [&](const std::byte* in, std::byte*, std::size_t run, std::size_t) {
+                       exchange->send(k, in, run * es);
+                     });
     }
     return exchange;
   };
@@ -207,11 +253,12 @@ void Collectives::reduce_blocks(const std::byte* in, std::byte* out, std::span<c
     auto next = round + 1 < rounds ? post(round + 1) : nullptr;
     current->wait();
     const auto [first, length] = piece(me, round);
-    if (length > 0) {
+    const std::size_t from = offsets[me] + first;
+    space.for_each(from, from + length, [&](const std::byte* in, std::byte* out, std::size_t run, std::size_t pos) {
       for (int k = 0; k < n; ++k)
-        srcs[k] = k == me ? in + (offsets[me] + first) * es : lanes_of(round) + peer_index(k, me) * lane;
-      reduce_progressing(out + first * es, srcs, length, dtype, op);
-    }
+        srcs[k] = k == me ? in : lanes_of(round) + peer_index(k, me) * lane + (pos - from) * es;
+      reduce_progressing(out, srcs, run, dtype, op);
+    });
     if (after_round) after_round(round);
     current = std::move(next);
   }
@@ -237,7 +284,12 @@ void Collectives::reduce_scatter(const void* send, void* recv, std::span<const s
     if (in != out && total > 0) std::memmove(out, in, total);
     return;
   }
-  reduce_blocks(in, out, recv_counts, offsets, dtype, op, "reduce_scatter");
+  // The input as three regions, only this rank's block with an output: every
+  // piece another rank sends lies in one region on both sides.
+  const Region parts[] = {{in, nullptr, offsets[me]},
+                          {in + offsets[me] * es, out, recv_counts[me]},
+                          {in + offsets[me + 1] * es, nullptr, offsets.back() - offsets[me + 1]}};
+  reduce_blocks(RegionList(parts, es), recv_counts, offsets, dtype, op, "reduce_scatter");
 }
 
 void Collectives::allgatherv(const void* send, std::size_t send_bytes, void* recv,

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "comm/direct/point_to_point.h"
+#include "comm/regions.h"
 #include "kolo/types.h"
 
 namespace kolo::comm::direct {
@@ -47,6 +48,10 @@ class Collectives {
   const Tuning& tuning() const { return tuning_; }
 
   void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op);
+  // Communicator::allreduce_regions without staging: each piece moves as one
+  // message per region it spans, so every rank must pass regions of the same
+  // counts (the engine's fused batch).
+  void allreduce_regions(std::span<const Region> regions, DataType dtype, ReduceOp op);
   void reduce_scatter(const void* send, void* recv, std::span<const std::size_t> recv_counts, DataType dtype,
                       ReduceOp op);
   void allgatherv(const void* send, std::size_t send_bytes, void* recv, std::span<const std::size_t> recv_bytes);
@@ -59,10 +64,13 @@ class Collectives {
 
  private:
   void allreduce_small(const std::byte* send, std::byte* recv, std::size_t count, DataType dtype, ReduceOp op);
-  // Rank j's block of `counts` (elements, offsets in `offsets`) is reduced over
-  // all ranks into out (this rank's block only), in rounds (see round_piece);
-  // `after_round(round)`, when given, runs once each round's piece is reduced.
-  void reduce_blocks(const std::byte* send, std::byte* out, std::span<const std::size_t> counts,
+  // Reduce-scatter + allgather over the elements of `space`.
+  void allreduce_large(const RegionList& space, DataType dtype, ReduceOp op);
+  // Rank j's block of `counts` (elements of `space`, offsets in `offsets`) is
+  // reduced over all ranks into the recv side of this rank's block, in rounds
+  // (see round_piece); `after_round(round)`, when given, runs once each round's
+  // piece is reduced.
+  void reduce_blocks(const RegionList& space, std::span<const std::size_t> counts,
                      std::span<const std::size_t> offsets, DataType dtype, ReduceOp op, const char* what,
                      const std::function<void(std::size_t round)>& after_round = {});
   // reduce_many in pieces, with the transport's progress() between them.

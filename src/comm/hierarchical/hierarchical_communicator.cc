@@ -60,6 +60,13 @@ class HierarchicalCommunicator final : public Communicator {
     run(Part::Local, [&] { local_->allgatherv(shard_.data(), bytes[me], recv, bytes, {nullptr, placement.recv}); });
   }
 
+  // One rank per host: the cross communicator's own list path, when it has one.
+  bool reduces_regions() const override { return layout_.local_size == 1 && cross_->reduces_regions(); }
+  void allreduce_regions(std::span<const Region> regions, DataType dtype, ReduceOp op) override {
+    if (!reduces_regions()) return Communicator::allreduce_regions(regions, dtype, op);
+    run(Part::Cross, [&] { cross_->allreduce_regions(regions, dtype, op); });
+  }
+
   void allgatherv(const void* send, std::size_t send_bytes, void* recv, std::span<const std::size_t> recv_bytes,
                   Placement placement = {}) override {
     if (recv_bytes.size() != static_cast<std::size_t>(size()))

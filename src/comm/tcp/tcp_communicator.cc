@@ -23,6 +23,15 @@ class TcpCommunicator final : public direct::DirectCommunicator<tcp::Mesh> {
   // operation: carrying saves the second round trip at no cost in bytes.
   std::size_t eager_bytes_default() const override { return 64 << 10; }
 
+  // A fused batch moves straight from and into its tensors, a message per
+  // tensor a round's piece spans, instead of through a staging buffer (two more
+  // passes over every gradient). gloo keeps the staging: each of its messages
+  // costs a ready notification and a thread wake-up.
+  bool reduces_regions() const override { return true; }
+  void allreduce_regions(std::span<const Region> regions, DataType dtype, ReduceOp op) override {
+    guarded([&] { collectives_.allreduce_regions(regions, dtype, op); });
+  }
+
   void allgather_self_sized(const void* send, void* recv, std::size_t max_block) override {
     const std::uint32_t length = self_sized_length(send, max_block, rank());
     guarded([&] { exchange_self_sized(send, length, static_cast<std::byte*>(recv), max_block); });
