@@ -77,7 +77,8 @@ class ShmChannel {
 
   // ---- failure -------------------------------------------------------------------------
   // Callable from any thread: current and later waits throw ShutdownError(reason);
-  // peers waiting on this rank fail with a PeerFailureError that carries it.
+  // peers waiting on this rank fail with a PeerFailureError that carries it (or,
+  // after publish_failure, the failure's message, which names the rank to blame).
   void abort(const std::string& reason);
   // Throws ShutdownError when aborted.
   void throw_if_aborted() const;
