@@ -20,18 +20,7 @@ namespace kolorun {
 namespace {
 
 // The whole of /proc/<pid>/environ: NUL-separated entries, empty for a zombie.
-std::string environment_of(const std::string& pid) {
-  UniqueFd fd(::open(("/proc/" + pid + "/environ").c_str(), O_RDONLY | O_CLOEXEC));
-  std::string text;
-  if (!fd.valid()) return text;
-  char buffer[16384];
-  for (;;) {
-    const ssize_t n = ::read(fd.get(), buffer, sizeof buffer);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return text;
-    text.append(buffer, static_cast<std::size_t>(n));
-  }
-}
+std::string environment_of(const std::string& pid) { return read_proc_file(pid, "environ"); }
 
 bool holds_entry(std::string_view environment, const std::string& entry) {
   for (std::size_t start = 0; start < environment.size();) {
@@ -65,6 +54,19 @@ void kill_if_matching(pid_t pid, const JobProcessMatch& match) {
 }
 
 }  // namespace
+
+std::string read_proc_file(const std::string& pid, const char* name) {
+  UniqueFd fd(::open(("/proc/" + pid + "/" + name).c_str(), O_RDONLY | O_CLOEXEC));
+  std::string text;
+  if (!fd.valid()) return text;
+  char buffer[16384];
+  for (;;) {
+    const ssize_t n = ::read(fd.get(), buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return text;
+    text.append(buffer, static_cast<std::size_t>(n));
+  }
+}
 
 std::vector<pid_t> find_job_processes(const JobProcessMatch& match) {
   const pid_t me = ::getpid();

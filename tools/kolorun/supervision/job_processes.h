@@ -19,6 +19,11 @@ struct JobProcessMatch {
   std::vector<pid_t> spared;
 };
 
+// The whole of a /proc file of process `pid` ("environ", "stat"); empty when the
+// process is gone or cannot be read. Never throws: a process may exit between the
+// open and the read, which then fails with ESRCH.
+std::string read_proc_file(const std::string& pid, const char* name);
+
 // The live processes that match. Only the processes this user may inspect are seen,
 // which are the ones it may kill.
 std::vector<pid_t> find_job_processes(const JobProcessMatch& match);

@@ -7,9 +7,10 @@
 
 #include <cctype>
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <thread>
+
+#include "supervision/job_processes.h"
 
 namespace kolorun {
 namespace {
@@ -23,8 +24,7 @@ std::vector<pid_t> children() {
   for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
     const std::string name = entry.path().filename().string();
     if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
-    std::ifstream in(entry.path() / "stat");
-    std::string stat((std::istreambuf_iterator<char>(in)), {});
+    const std::string stat = read_proc_file(name, "stat");
     const auto close = stat.rfind(')');
     if (close == std::string::npos) continue;
     char state = 0;
