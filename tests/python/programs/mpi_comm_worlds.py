@@ -5,7 +5,20 @@ each numbered backwards, as Horovod's own example; then the whole world.
 refused (under plain kolorun): MPI_COMM_WORLD is not the job, so an MPI
 communicator is refused with a message that says how to start the job."""
 
+import atexit
+import os
+import shutil
 import sys
+import tempfile
+
+if sys.argv[1] != 'split':
+    # Each rank here initializes MPI as a singleton, and Open MPI's singletons
+    # that start at once race to create the same session directory under /tmp
+    # ("mkdir ... File exists"): each gets a directory of its own, removed at
+    # exit after MPI is finalized (atexit runs handlers in reverse order).
+    session_base = tempfile.mkdtemp(prefix='kolo-ompi-')
+    atexit.register(shutil.rmtree, session_base, True)
+    os.environ['OMPI_MCA_orte_tmpdir_base'] = session_base
 
 from mpi4py import MPI
 import torch
