@@ -19,9 +19,6 @@
 namespace kolorun {
 namespace {
 
-// The whole of /proc/<pid>/environ: NUL-separated entries, empty for a zombie.
-std::string environment_of(const std::string& pid) { return read_proc_file(pid, "environ"); }
-
 bool holds_entry(std::string_view environment, const std::string& entry) {
   for (std::size_t start = 0; start < environment.size();) {
     std::size_t end = environment.find('\0', start);
@@ -45,7 +42,7 @@ void kill_if_matching(pid_t pid, const JobProcessMatch& match) {
 #if defined(SYS_pidfd_open) && defined(SYS_pidfd_send_signal)
   UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
   if (pidfd.valid()) {
-    if (matches(environment_of(std::to_string(pid)), match))
+    if (matches(read_proc_file(std::to_string(pid), "environ"), match))
       ::syscall(SYS_pidfd_send_signal, pidfd.get(), SIGKILL, nullptr, 0);
     return;
   }
@@ -78,7 +75,7 @@ std::vector<pid_t> find_job_processes(const JobProcessMatch& match) {
       continue;
     const pid_t pid = static_cast<pid_t>(std::stol(name));
     if (pid == me || std::find(match.spared.begin(), match.spared.end(), pid) != match.spared.end()) continue;
-    if (matches(environment_of(name), match)) found.push_back(pid);
+    if (matches(read_proc_file(name, "environ"), match)) found.push_back(pid);
   }
   return found;
 }
