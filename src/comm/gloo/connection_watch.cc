@@ -3,6 +3,7 @@
 #include <exception>
 
 #include <gloo/transport/tcp/pair.h>
+#include <gloo/transport/tcp/unbound_buffer.h>
 
 #include "comm/gloo/failure_verdict.h"
 #include "common/logging.h"
@@ -34,6 +35,20 @@ struct PairError : ::gloo::transport::tcp::Pair {
       error = pair.*(&PairError::ex_);
     }
     return error ? error_text(error) : std::string();
+  }
+};
+
+// Whether a transfer completed, read the same way from tcp::UnboundBuffer's
+// protected completion counts: a wait the watch woke may have completed as the
+// connection closed (a peer that sent its last bytes and exited), and gloo's
+// wait then reports the wake-up, not the completion.
+struct BufferCompletions : ::gloo::transport::tcp::UnboundBuffer {
+  static bool any(::gloo::transport::UnboundBuffer& buffer, bool is_send) {
+    auto* tcp = dynamic_cast<::gloo::transport::tcp::UnboundBuffer*>(&buffer);
+    if (tcp == nullptr) return false;
+    std::lock_guard lock(tcp->*(&BufferCompletions::m_));
+    return (is_send ? tcp->*(&BufferCompletions::sendCompletions_) : tcp->*(&BufferCompletions::recvCompletions_)) >
+           0;
   }
 };
 
@@ -92,7 +107,11 @@ bool ConnectionWatch::wait(::gloo::transport::UnboundBuffer& buffer, bool is_sen
       lost = std::move(watch.lost_);
     }
   } unwatch{*this, lost};
-  return is_send ? buffer.waitSend(timeout) : buffer.waitRecv(timeout);
+  if (is_send ? buffer.waitSend(timeout) : buffer.waitRecv(timeout)) return true;
+  std::lock_guard lock(mutex_);
+  if (lost_.empty() || !BufferCompletions::any(buffer, is_send)) return false;
+  lost_.clear();  // woken by the watch, but the transfer is whole
+  return true;
 }
 
 void ConnectionWatch::run() {
