@@ -37,7 +37,8 @@ class ConnectionWatch {
   // gloo's waitSend (or waitRecv) on `buffer`, a transfer with member `peer`, for
   // up to `timeout`; false when the wait was woken early, by abortWait* from
   // elsewhere or by the watch, which then puts the connection's error into
-  // `lost`. Throws what gloo throws. One waiting thread at a time.
+  // `lost` (a transfer that completed as the watch woke it is true). Throws what
+  // gloo throws. One waiting thread at a time.
   bool wait(::gloo::transport::UnboundBuffer& buffer, bool is_send, int peer, std::chrono::milliseconds timeout,
             std::string& lost);
 
