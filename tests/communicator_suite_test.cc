@@ -150,13 +150,49 @@ bool has_own_regions_path(const Job& job) {
 }
 
 // A fused batch reduced as a list of buffers gives the bits of the contiguous
-// allreduce of its concatenation, with regions cut across rounds and blocks.
+// allreduce of its concatenation, with regions cut across rounds and blocks,
+// and scaled (an Average) the bits of that allreduce scaled after it.
 TEST_P(CommunicatorSuite, AllreduceRegionsMatchTheContiguousAllreduce) {
   run_job(job(), [this](Member& m) {
     EXPECT_EQ(m.comm->reduces_regions(), has_own_regions_path(job()));
+    const auto average = comm::ResultScale::multiply(1.0 / m.comm->size());
     for (const auto& sizes : kRegionLayouts) {
       check_regions_against_contiguous(*m.comm, sizes, false);
       check_regions_against_contiguous(*m.comm, sizes, true);
+      check_regions_against_contiguous(*m.comm, sizes, false, average);
+      check_regions_against_contiguous(*m.comm, sizes, true, average);
+    }
+  });
+}
+
+// What allreduce_scaled applies to each block where the block is reduced is
+// what a pass of its own over allreduce's result gives, bit for bit, for every
+// type (integers: the truncating division of an integer Average), every path
+// (sizes past each lowered threshold and the large rounds) and in place.
+TEST_P(CommunicatorSuite, AllreduceScaledIsTheAllreduceScaledAfter) {
+  run_job(job(), [this](Member& m) {
+    Communicator& comm = *m.comm;
+    std::uint64_t seed = 7;
+    for (DataType dtype : kAllDataTypes) {
+      if (dtype == DataType::Bool) continue;  // no Average, no postscale
+      const std::size_t es = element_size(dtype);
+      const auto scale = is_floating_point(dtype) ? comm::ResultScale::multiply(0.75 / comm.size())
+                                                  : comm::ResultScale::divide(comm.size());
+      std::vector<std::size_t> counts(std::begin(kCounts), std::end(kCounts));
+      if (factory().large_bytes > 0) counts.push_back(factory().large_bytes / es);
+      for (std::size_t count : counts) {
+        ++seed;
+        const Bytes in = random_input(dtype, count, comm.rank(), seed);
+        Bytes want(in.size());
+        comm.allreduce(in.data(), want.data(), count, dtype, ReduceOp::Sum);
+        scale.apply(want.data(), count, dtype);
+        Bytes out(in.size(), 0xcd);
+        comm.allreduce_scaled(in.data(), out.data(), count, dtype, ReduceOp::Sum, scale, {});
+        ASSERT_EQ(out, want) << describe("allreduce_scaled", dtype, count, ReduceOp::Sum);
+        Bytes data = in;
+        comm.allreduce_scaled(data.data(), data.data(), count, dtype, ReduceOp::Sum, scale, {});
+        ASSERT_EQ(data, want) << describe("in-place allreduce_scaled", dtype, count, ReduceOp::Sum);
+      }
     }
   });
 }

@@ -87,7 +87,7 @@ TEST(ShmFlagged, AllreduceInPlaceOutOfPlaceAndAsAListOfBuffers) {
         // Three buffers (the middle one empty) reduced as one.
         std::vector<std::int32_t> a(count / 2, rank + 1), b, c(count - count / 2, 10 * (rank + 1));
         const Region regions[] = {{a.data(), a.data(), a.size()}, {b.data(), b.data(), 0}, {c.data(), c.data(), c.size()}};
-        comm->allreduce_regions(regions, DataType::Int32, ReduceOp::Sum);
+        comm->allreduce_regions(regions, DataType::Int32, ReduceOp::Sum, {});
         for (auto v : a) ASSERT_EQ(v, 6);
         for (auto v : c) ASSERT_EQ(v, 60);
       }

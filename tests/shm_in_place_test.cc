@@ -292,7 +292,7 @@ struct InPlace {
   explicit InPlace(int size) : exchange(size), srcs(static_cast<std::size_t>(size)) {}
   bool allreduce(ShmChannel& channel, const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
                  Placement placement) {
-    return allreduce_in_place(channel, exchange, send, recv, count, dtype, op, placement, srcs);
+    return allreduce_in_place(channel, exchange, send, recv, count, dtype, op, {}, placement, srcs);
   }
   BufferExchange exchange;
   std::vector<const void*> srcs;
@@ -318,7 +318,7 @@ Buffer slot_allreduce(ShmChannel& channel, const Buffer& input, ReduceOp op) {
   Buffer out = Buffer::uninitialized(input.dtype(), input.shape());
   std::vector<const void*> srcs(static_cast<std::size_t>(channel.size())), run_srcs(srcs.size());
   const Region whole{input.data(), out.data(), out.nbytes() / element_size(out.dtype())};
-  allreduce(channel, RegionList({&whole, 1}, element_size(out.dtype())), out.dtype(), op, srcs, run_srcs);
+  allreduce(channel, RegionList({&whole, 1}, element_size(out.dtype())), out.dtype(), op, {}, srcs, run_srcs);
   return out;
 }
 
@@ -560,7 +560,16 @@ TEST(ShmInPlace, TheCommunicatorTakesItForLargeBuffersAndAgreesWithSlots) {
         EXPECT_TRUE(same_bytes(out, expected));
         const Region one{input.data(), input.data(), static_cast<std::size_t>(count),
                          {input.memory(), input.memory()}};
-        comm->allreduce_regions({&one, 1}, DataType::Float32, ReduceOp::Sum);
+        comm->allreduce_regions({&one, 1}, DataType::Float32, ReduceOp::Sum, {});
+        EXPECT_TRUE(same_bytes(input, expected));
+        // Scaled (an Average) in place of the Buffers: the slot path's sum, scaled after it.
+        const auto average = comm::ResultScale::multiply(0.5);
+        average.apply(expected.data(), count, DataType::Float32);
+        fill(input, rank);
+        comm->allreduce_scaled(input.data(), out.data(), count, DataType::Float32, ReduceOp::Sum, average,
+                               {input.memory(), out.memory()});
+        EXPECT_TRUE(same_bytes(out, expected));
+        comm->allreduce_regions({&one, 1}, DataType::Float32, ReduceOp::Sum, average);
         EXPECT_TRUE(same_bytes(input, expected));
         // allgatherv into a Buffer, against the slot path's.
         const std::vector<std::size_t> sizes = {3 << 19, (3 << 19) + 4};

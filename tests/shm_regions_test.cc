@@ -64,8 +64,9 @@ class ContiguousOnly final : public testing::ForwardingCommunicator {
   using ForwardingCommunicator::ForwardingCommunicator;
   std::string name() const override { return "contiguous-only"; }
   bool reduces_regions() const override { return false; }
-  void allreduce_regions(std::span<const Region> regions, DataType dtype, ReduceOp op) override {
-    Communicator::allreduce_regions(regions, dtype, op);
+  void allreduce_regions(std::span<const Region> regions, DataType dtype, ReduceOp op,
+                         const comm::ResultScale& scale) override {
+    Communicator::allreduce_regions(regions, dtype, op, scale);
   }
 };
 

@@ -8,13 +8,20 @@
 
 namespace kolo::comm {
 
+void Communicator::allreduce_scaled(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
+                                    const ResultScale& scale, Placement placement) {
+  allreduce(send, recv, count, dtype, op, placement);
+  scale.apply(recv, count, dtype);
+}
+
 // For transports without a scatter-gather path: through one staging buffer.
-void Communicator::allreduce_regions(std::span<const Region> regions, DataType dtype, ReduceOp op) {
+void Communicator::allreduce_regions(std::span<const Region> regions, DataType dtype, ReduceOp op,
+                                     const ResultScale& scale) {
   const std::size_t es = element_size(dtype);
   RegionList list(regions, es);
   std::vector<std::byte> staging(list.count() * es);
   list.gather_sends(staging.data());
-  allreduce(staging.data(), staging.data(), list.count(), dtype, op);
+  allreduce_scaled(staging.data(), staging.data(), list.count(), dtype, op, scale, {});
   list.scatter_recvs(staging.data());
 }
 

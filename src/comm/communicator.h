@@ -26,6 +26,7 @@
 
 #include "comm/placement.h"
 #include "comm/regions.h"
+#include "comm/result_scale.h"
 #include "kolo/types.h"
 
 namespace kolo::comm {
@@ -65,13 +66,22 @@ class Communicator {
   // Every implementation declares the same default placement (none).
   virtual void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
                          Placement placement = {}) = 0;
+  // allreduce, then `scale` applied to the result (the engine's Average and
+  // postscale). A transport that reduces in blocks scales each block as it
+  // reduces it, while it is in cache; this default makes one more pass over the
+  // result. The same bits either way.
+  virtual void allreduce_scaled(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
+                                const ResultScale& scale, Placement placement);
 
   // One allreduce over several buffers, as if their sends were concatenated and
-  // the result split back into their recvs, without that copy. Only where
-  // reduces_regions() says so; no recv may overlap another region's send, and
-  // every rank passes regions of the same counts (the engine's fused batch).
+  // the result split back into their recvs, without that copy, `scale` applied
+  // as by allreduce_scaled. Only where reduces_regions() says so; no recv may
+  // overlap another region's send, and every rank passes regions of the same
+  // counts (the engine's fused batch). This default stages them through one
+  // buffer.
   virtual bool reduces_regions() const { return false; }
-  virtual void allreduce_regions(std::span<const Region> regions, DataType dtype, ReduceOp op);
+  virtual void allreduce_regions(std::span<const Region> regions, DataType dtype, ReduceOp op,
+                                 const ResultScale& scale);
 
   // `send` holds sum(recv_counts) elements on every rank; rank r receives the
   // reduction of block r (recv_counts[r] elements, blocks in rank order).

@@ -27,9 +27,13 @@ class SelfCommunicator final : public Communicator {
   }
   // A fused batch of one rank is each tensor's own copy (none when in place).
   bool reduces_regions() const override { return true; }
-  void allreduce_regions(std::span<const Region> regions, DataType dtype, ReduceOp) override {
+  void allreduce_regions(std::span<const Region> regions, DataType dtype, ReduceOp,
+                         const ResultScale& scale) override {
     check();
-    for (const Region& r : regions) copy_if_distinct(r.send, r.recv, r.count * element_size(dtype));
+    for (const Region& r : regions) {
+      copy_if_distinct(r.send, r.recv, r.count * element_size(dtype));
+      scale.apply(r.recv, r.count, dtype);
+    }
   }
   void reduce_scatter(const void* send, void* recv, std::span<const std::size_t> counts, DataType dtype,
                       ReduceOp) override {

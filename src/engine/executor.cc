@@ -136,8 +136,7 @@ void Executor::allreduce(const std::vector<const Response*>& batch, EntryMap& en
     }
     if (regions.size() == parts.size() && !buffers_overlap(regions, esize)) {
       stamp(phases_.comm_start);
-      comm_.allreduce_regions(regions, dtype, reduction.wire_op());
-      for (const comm::Region& r : regions) reduction.finish(r.recv, r.count);
+      comm_.allreduce_regions(regions, dtype, reduction.wire_op(), reduction.result_scale());
       stamp(phases_.comm_end);
       return;
     }
@@ -157,8 +156,7 @@ void Executor::allreduce(const std::vector<const Response*>& batch, EntryMap& en
   phases_.fused = true;
   stamp(phases_.comm_start);
   reduction.prescale(data, total);
-  comm_.allreduce(data, data, total, dtype, reduction.wire_op());
-  reduction.finish(data, total);
+  comm_.allreduce_scaled(data, data, total, dtype, reduction.wire_op(), reduction.result_scale(), {});
   stamp(phases_.comm_end);
   offset = 0;
   for (const Part& p : parts) {
@@ -185,8 +183,7 @@ void Executor::reduce_direct(const Response& response, const void* input, void* 
   }
   stamp(phases_.comm_start);
   if (reduction.prescales()) reduction.prescale(data, total);  // send == data here
-  comm_.allreduce(send, data, total, dtype, reduction.wire_op(), placement);
-  reduction.finish(data, total);
+  comm_.allreduce_scaled(send, data, total, dtype, reduction.wire_op(), reduction.result_scale(), placement);
   stamp(phases_.comm_end);
 }
 

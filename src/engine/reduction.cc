@@ -6,15 +6,14 @@ namespace kolo::engine {
 
 void Reduction::scale_by(void* data, std::size_t count, double factor) const { scale(data, count, dtype_, factor); }
 
-void Reduction::finish_average_or_postscale(void* data, std::size_t count) const {
-  if (op_ == ReduceOp::Average && !is_floating_point(dtype_)) {
-    divide_integer(data, count, dtype_, job_size_);
-    return;
-  }
+comm::ResultScale Reduction::result_scale_of(const Response& response, int job_size) {
+  const bool average = response.reduce_op == ReduceOp::Average;
+  // Postscale needs a floating-point type (validated): an integer Average only divides.
+  if (average && !is_floating_point(response.dtype)) return comm::ResultScale::divide(job_size);
   // One multiply for both: a sum divided by the job size, then postscaled.
-  double factor = postscale_;
-  if (op_ == ReduceOp::Average) factor /= job_size_;
-  if (factor != 1.0) scale(data, count, dtype_, factor);
+  double factor = response.postscale;
+  if (average) factor /= job_size;
+  return factor == 1.0 ? comm::ResultScale{} : comm::ResultScale::multiply(factor);
 }
 
 }  // namespace kolo::engine

@@ -3,11 +3,14 @@
 // agreement step, a reducescatter): prescale each rank's input before it is
 // reduced, send Average as a Sum, then one pass over the result that divides by
 // the job size and applies postscale. Routes differ only in where the data is
-// reduced, so that they give the same bits.
+// reduced, so that they give the same bits. A communicator that reduces in
+// blocks finishes each block as it reduces it (result_scale(),
+// Communicator::allreduce_scaled); the other routes call finish().
 #pragma once
 
 #include <cstddef>
 
+#include "comm/result_scale.h"
 #include "engine/messages.h"
 
 namespace kolo::engine {
@@ -18,8 +21,7 @@ class Reduction {
       : dtype_(response.dtype),
         op_(response.reduce_op),
         prescale_(response.prescale),
-        postscale_(response.postscale),
-        job_size_(job_size) {}
+        result_scale_(result_scale_of(response, job_size)) {}
 
   // The operation the communicator (or the local reduction) applies.
   ReduceOp wire_op() const { return op_ == ReduceOp::Average ? ReduceOp::Sum : op_; }
@@ -30,23 +32,20 @@ class Reduction {
   void prescale(void* data, std::size_t count) const {
     if (prescales()) scale_by(data, count, prescale_);
   }
-  // Turns a reduced sum into the result: divides by the job size for Average
-  // (integer average divides, truncating) and applies postscale. Inline up to
-  // the arithmetic, as a plain sum (the common case, and every 8-byte express
-  // allreduce of a loss) has none.
-  void finish(void* data, std::size_t count) const {
-    if (op_ != ReduceOp::Average && postscale_ == 1.0) return;
-    finish_average_or_postscale(data, count);
-  }
+  // What turns a reduced sum into the result: a division by the job size for
+  // Average (integer average divides, truncating) and postscale.
+  const comm::ResultScale& result_scale() const { return result_scale_; }
+  // Applies it to `count` elements of a reduced sum.
+  void finish(void* data, std::size_t count) const { result_scale_.apply(data, count, dtype_); }
 
  private:
+  static comm::ResultScale result_scale_of(const Response& response, int job_size);
   void scale_by(void* data, std::size_t count, double factor) const;
-  void finish_average_or_postscale(void* data, std::size_t count) const;
 
   DataType dtype_;
   ReduceOp op_;
-  double prescale_, postscale_;
-  int job_size_;
+  double prescale_;
+  comm::ResultScale result_scale_;
 };
 
 }  // namespace kolo::engine

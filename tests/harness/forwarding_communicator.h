@@ -27,10 +27,16 @@ class ForwardingCommunicator : public comm::Communicator {
     ++collectives_;
     inner_->allreduce(send, recv, count, dtype, op, placement);
   }
-  bool reduces_regions() const override { return inner_->reduces_regions(); }
-  void allreduce_regions(std::span<const comm::Region> regions, DataType dtype, ReduceOp op) override {
+  void allreduce_scaled(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
+                        const comm::ResultScale& scale, comm::Placement placement) override {
     ++collectives_;
-    inner_->allreduce_regions(regions, dtype, op);
+    inner_->allreduce_scaled(send, recv, count, dtype, op, scale, placement);
+  }
+  bool reduces_regions() const override { return inner_->reduces_regions(); }
+  void allreduce_regions(std::span<const comm::Region> regions, DataType dtype, ReduceOp op,
+                         const comm::ResultScale& scale) override {
+    ++collectives_;
+    inner_->allreduce_regions(regions, dtype, op, scale);
   }
   void reduce_scatter(const void* send, void* recv, std::span<const std::size_t> counts, DataType dtype,
                       ReduceOp op) override {

@@ -1,6 +1,7 @@
 // The check of Communicator::allreduce_regions shared by the communicator suite
-// and the region list's own tests: regions of given sizes, reduced as a list,
-// must equal a contiguous allreduce of their concatenation, bit for bit.
+// and the region list's own tests: regions of given sizes, reduced as a list
+// and scaled, must equal a contiguous allreduce of their concatenation, then
+// scaled in a pass of its own, bit for bit.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -27,13 +28,14 @@ inline const std::vector<std::vector<std::size_t>> kRegionLayouts = {
 };
 
 inline void check_regions_against_contiguous(comm::Communicator& comm, const std::vector<std::size_t>& sizes,
-                                             bool in_place) {
+                                             bool in_place, const comm::ResultScale& scale = {}) {
   std::size_t total = 0;
   for (auto s : sizes) total += s;
   std::vector<float> joint(total);
   for (std::size_t i = 0; i < total; ++i) joint[i] = regions_input(comm.rank(), i);
   std::vector<float> expected(total);
   comm.allreduce(joint.data(), expected.data(), total, DataType::Float32, ReduceOp::Sum);
+  scale.apply(expected.data(), total, DataType::Float32);
 
   std::vector<std::vector<float>> inputs, outputs;
   std::vector<comm::Region> regions;
@@ -46,7 +48,7 @@ inline void check_regions_against_contiguous(comm::Communicator& comm, const std
   }
   for (std::size_t k = 0; k < sizes.size(); ++k)
     regions.push_back({inputs[k].data(), in_place ? inputs[k].data() : outputs[k].data(), sizes[k]});
-  comm.allreduce_regions(regions, DataType::Float32, ReduceOp::Sum);
+  comm.allreduce_regions(regions, DataType::Float32, ReduceOp::Sum, scale);
 
   offset = 0;
   for (std::size_t k = 0; k < sizes.size(); ++k) {

@@ -13,9 +13,10 @@
 // j. Reduce-scatter: in rounds of at most round_bytes per peer (double-buffered,
 // so the next round is on the wire while this one is reduced), every rank sends
 // each owner its piece of the owner's block, and each owner reduces the pieces of
-// all ranks in rank order with reduce_many. Allgather: as soon as an owner has
-// reduced a round's piece it sends it to every peer, so the allgather is on the
-// wire while later rounds are reduced.
+// all ranks in rank order with reduce_many, then scales it (allreduce_scaled)
+// while it is in cache. Allgather: as soon as an owner has reduced a round's
+// piece it sends it to every peer, so the allgather is on the wire while later
+// rounds are reduced.
 // Either way every element is reduced once, by one rank, over all ranks in rank
 // order with the same kernel as the shared-memory communicator: every rank gets
 // the same bits, and the same bits as shm would give (float16 and bfloat16
@@ -114,7 +115,8 @@ std::byte* Collectives::scratch(std::size_t bytes) {
   return scratch_.data();
 }
 
-void Collectives::allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op) {
+void Collectives::allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
+                            const ResultScale& scale) {
   check_reduction(dtype, op, "allreduce");
   mesh_.check_usable();
   const std::size_t es = element_size(dtype);
@@ -122,14 +124,16 @@ void Collectives::allreduce(const void* send, void* recv, std::size_t count, Dat
   auto* out = static_cast<std::byte*>(recv);
   if (mesh_.size() == 1 || count == 0) {
     if (in != out && count > 0) std::memmove(out, in, count * es);
+    scale.apply(out, count, dtype);
     return;
   }
-  if (count * es <= tuning_.small_bytes) return allreduce_small(in, out, count, dtype, op);
+  if (count * es <= tuning_.small_bytes) return allreduce_small(in, out, count, dtype, op, scale);
   const Region whole{send, recv, count};
-  allreduce_large(RegionList({&whole, 1}, es), dtype, op);
+  allreduce_large(RegionList({&whole, 1}, es), dtype, op, scale);
 }
 
-void Collectives::allreduce_regions(std::span<const Region> regions, DataType dtype, ReduceOp op) {
+void Collectives::allreduce_regions(std::span<const Region> regions, DataType dtype, ReduceOp op,
+                                    const ResultScale& scale) {
   check_reduction(dtype, op, "allreduce");
   mesh_.check_usable();
   const std::size_t es = element_size(dtype);
@@ -137,26 +141,28 @@ void Collectives::allreduce_regions(std::span<const Region> regions, DataType dt
   if (mesh_.size() == 1) {
     list.for_each(0, list.count(), [&](const std::byte* in, std::byte* out, std::size_t n, std::size_t) {
       if (in != out) std::memmove(out, in, n * es);
+      scale.apply(out, n, dtype);
     });
     return;
   }
-  if (list.count() * es > tuning_.small_bytes) return allreduce_large(list, dtype, op);
+  if (list.count() * es > tuning_.small_bytes) return allreduce_large(list, dtype, op, scale);
   // One small exchange of the joint elements: staged, as the whole costs less
   // than a message per region.
   std::vector<std::byte> joint(list.count() * es);
   list.gather_sends(joint.data());
-  allreduce_small(joint.data(), joint.data(), list.count(), dtype, op);
+  allreduce_small(joint.data(), joint.data(), list.count(), dtype, op, scale);
   list.scatter_recvs(joint.data());
 }
 
-void Collectives::allreduce_large(const RegionList& space, DataType dtype, ReduceOp op) {
+void Collectives::allreduce_large(const RegionList& space, DataType dtype, ReduceOp op,
+                                  const ResultScale& scale) {
   const int n = mesh_.size(), me = mesh_.rank();
   const std::size_t es = element_size(dtype);
   auto counts = even_blocks(space.count(), n);
   auto offsets = offsets_of(counts);
   const std::size_t per_round = elements_per_round(es);
   std::vector<std::unique_ptr<Batch>> gathers;
-  reduce_blocks(space, counts, offsets, dtype, op, "allreduce", [&](std::size_t round) {
+  reduce_blocks(space, counts, offsets, dtype, op, scale, "allreduce", [&](std::size_t round) {
     auto gather = mesh_.batch("allreduce");
     const auto mine = round_piece(counts[me], round, per_round);
     const std::size_t mine_from = offsets[me] + mine.first;
@@ -179,7 +185,7 @@ void Collectives::allreduce_large(const RegionList& space, DataType dtype, Reduc
 }
 
 void Collectives::allreduce_small(const std::byte* in, std::byte* out, std::size_t count, DataType dtype,
-                                  ReduceOp op) {
+                                  ReduceOp op, const ResultScale& scale) {
   const int n = mesh_.size(), me = mesh_.rank();
   const std::size_t bytes = count * element_size(dtype);
   std::byte* inputs = scratch((n - 1) * bytes);
@@ -193,6 +199,7 @@ void Collectives::allreduce_small(const std::byte* in, std::byte* out, std::size
   std::vector<const void*> srcs(n);
   for (int k = 0; k < n; ++k) srcs[k] = k == me ? in : inputs + peer_index(k, me) * bytes;
   reduce_many(out, srcs.data(), n, count, dtype, op);
+  scale.apply(out, count, dtype);
 }
 
 std::size_t Collectives::elements_per_round(std::size_t es) const {
@@ -200,7 +207,7 @@ std::size_t Collectives::elements_per_round(std::size_t es) const {
 }
 
 void Collectives::reduce_progressing(std::byte* out, std::vector<const void*>& srcs, std::size_t count,
-                                     DataType dtype, ReduceOp op) {
+                                     DataType dtype, ReduceOp op, const ResultScale& scale) {
   const std::size_t es = element_size(dtype);
   const std::size_t chunk = std::max<std::size_t>(1, kReduceChunkBytes / es);
   for (std::size_t done = 0; done < count; done += chunk) {
@@ -208,12 +215,15 @@ void Collectives::reduce_progressing(std::byte* out, std::vector<const void*>& s
       mesh_.progress();
       for (auto& src : srcs) src = static_cast<const std::byte*>(src) + chunk * es;
     }
-    reduce_many(out + done * es, srcs.data(), static_cast<int>(srcs.size()), std::min(chunk, count - done), dtype, op);
+    const std::size_t len = std::min(chunk, count - done);
+    reduce_many(out + done * es, srcs.data(), static_cast<int>(srcs.size()), len, dtype, op);
+    scale.apply(out + done * es, len, dtype);
   }
 }
 
 void Collectives::reduce_blocks(const RegionList& space, std::span<const std::size_t> counts,
-                                std::span<const std::size_t> offsets, DataType dtype, ReduceOp op, const char* what,
+                                std::span<const std::size_t> offsets, DataType dtype, ReduceOp op,
+                                const ResultScale& scale, const char* what,
                                 const std::function<void(std::size_t round)>& after_round) {
   const int n = mesh_.size(), me = mesh_.rank();
   const std::size_t es = element_size(dtype);
@@ -257,7 +267,7 @@ void Collectives::reduce_blocks(const RegionList& space, std::span<const std::si
     space.for_each(from, from + length, [&](const std::byte* in, std::byte* out, std::size_t run, std::size_t pos) {
       for (int k = 0; k < n; ++k)
         srcs[k] = k == me ? in : lanes_of(round) + peer_index(k, me) * lane + (pos - from) * es;
-      reduce_progressing(out, srcs, run, dtype, op);
+      reduce_progressing(out, srcs, run, dtype, op, scale);
     });
     if (after_round) after_round(round);
     current = std::move(next);
@@ -289,7 +299,7 @@ void Collectives::reduce_scatter(const void* send, void* recv, std::span<const s
   const Region parts[] = {{in, nullptr, offsets[me]},
                           {in + offsets[me] * es, out, recv_counts[me]},
                           {in + offsets[me + 1] * es, nullptr, offsets.back() - offsets[me + 1]}};
-  reduce_blocks(RegionList(parts, es), recv_counts, offsets, dtype, op, "reduce_scatter");
+  reduce_blocks(RegionList(parts, es), recv_counts, offsets, dtype, op, {}, "reduce_scatter");
 }
 
 void Collectives::allgatherv(const void* send, std::size_t send_bytes, void* recv,

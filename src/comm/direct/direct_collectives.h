@@ -12,6 +12,7 @@
 
 #include "comm/direct/point_to_point.h"
 #include "comm/regions.h"
+#include "comm/result_scale.h"
 #include "kolo/types.h"
 
 namespace kolo::comm::direct {
@@ -47,11 +48,14 @@ class Collectives {
   Collectives(Links& mesh, Tuning tuning) : mesh_(mesh), tuning_(tuning) {}
   const Tuning& tuning() const { return tuning_; }
 
-  void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op);
+  // Communicator::allreduce_scaled: each owner scales its block as it reduces
+  // it, before the block goes to the others.
+  void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
+                 const ResultScale& scale);
   // Communicator::allreduce_regions without staging: each piece moves as one
   // message per region it spans, so every rank must pass regions of the same
   // counts (the engine's fused batch).
-  void allreduce_regions(std::span<const Region> regions, DataType dtype, ReduceOp op);
+  void allreduce_regions(std::span<const Region> regions, DataType dtype, ReduceOp op, const ResultScale& scale);
   void reduce_scatter(const void* send, void* recv, std::span<const std::size_t> recv_counts, DataType dtype,
                       ReduceOp op);
   void allgatherv(const void* send, std::size_t send_bytes, void* recv, std::span<const std::size_t> recv_bytes);
@@ -63,19 +67,21 @@ class Collectives {
   void barrier();
 
  private:
-  void allreduce_small(const std::byte* send, std::byte* recv, std::size_t count, DataType dtype, ReduceOp op);
+  void allreduce_small(const std::byte* send, std::byte* recv, std::size_t count, DataType dtype, ReduceOp op,
+                       const ResultScale& scale);
   // Reduce-scatter + allgather over the elements of `space`.
-  void allreduce_large(const RegionList& space, DataType dtype, ReduceOp op);
+  void allreduce_large(const RegionList& space, DataType dtype, ReduceOp op, const ResultScale& scale);
   // Rank j's block of `counts` (elements of `space`, offsets in `offsets`) is
   // reduced over all ranks into the recv side of this rank's block, in rounds
-  // (see round_piece); `after_round(round)`, when given, runs once each round's
-  // piece is reduced.
+  // (see round_piece), and scaled; `after_round(round)`, when given, runs once
+  // each round's piece is reduced.
   void reduce_blocks(const RegionList& space, std::span<const std::size_t> counts,
-                     std::span<const std::size_t> offsets, DataType dtype, ReduceOp op, const char* what,
-                     const std::function<void(std::size_t round)>& after_round = {});
-  // reduce_many in pieces, with the transport's progress() between them.
+                     std::span<const std::size_t> offsets, DataType dtype, ReduceOp op, const ResultScale& scale,
+                     const char* what, const std::function<void(std::size_t round)>& after_round = {});
+  // reduce_many and the scale in pieces that stay in cache, with the
+  // transport's progress() between them.
   void reduce_progressing(std::byte* out, std::vector<const void*>& srcs, std::size_t count, DataType dtype,
-                          ReduceOp op);
+                          ReduceOp op, const ResultScale& scale);
   std::byte* scratch(std::size_t bytes);
   std::size_t elements_per_round(std::size_t element_size) const;
 

@@ -45,10 +45,16 @@ class HierarchicalCommunicator final : public Communicator {
   // allgatherv into it, which the shm communicator does in place of it). With
   // one rank per host the host's steps would only copy the whole buffer twice:
   // the ranks' own allreduce across hosts is the whole call (the same bits).
+  // The host's shard is scaled where the hosts reduce it, before the host's
+  // ranks gather it.
   void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
                  Placement placement = {}) override {
+    allreduce_scaled(send, recv, count, dtype, op, {}, placement);
+  }
+  void allreduce_scaled(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
+                        const ResultScale& scale, Placement placement) override {
     const int L = layout_.local_size, me = layout_.local_rank;
-    if (L == 1) return run(Part::Cross, [&] { cross_->allreduce(send, recv, count, dtype, op); });
+    if (L == 1) return run(Part::Cross, [&] { cross_->allreduce_scaled(send, recv, count, dtype, op, scale, {}); });
     const std::size_t es = element_size(dtype);
     std::vector<std::size_t> counts(L, count / L);
     for (std::size_t j = 0; j < count % L; ++j) ++counts[j];
@@ -56,15 +62,16 @@ class HierarchicalCommunicator final : public Communicator {
     for (int j = 0; j < L; ++j) bytes[j] = counts[j] * es;
     shard_.resize(bytes[me]);
     run(Part::Local, [&] { local_->reduce_scatter(send, shard_.data(), counts, dtype, op); });
-    run(Part::Cross, [&] { cross_->allreduce(shard_.data(), shard_.data(), counts[me], dtype, op); });
+    run(Part::Cross, [&] { cross_->allreduce_scaled(shard_.data(), shard_.data(), counts[me], dtype, op, scale, {}); });
     run(Part::Local, [&] { local_->allgatherv(shard_.data(), bytes[me], recv, bytes, {nullptr, placement.recv}); });
   }
 
   // One rank per host: the cross communicator's own list path, when it has one.
   bool reduces_regions() const override { return layout_.local_size == 1 && cross_->reduces_regions(); }
-  void allreduce_regions(std::span<const Region> regions, DataType dtype, ReduceOp op) override {
-    if (!reduces_regions()) return Communicator::allreduce_regions(regions, dtype, op);
-    run(Part::Cross, [&] { cross_->allreduce_regions(regions, dtype, op); });
+  void allreduce_regions(std::span<const Region> regions, DataType dtype, ReduceOp op,
+                         const ResultScale& scale) override {
+    if (!reduces_regions()) return Communicator::allreduce_regions(regions, dtype, op, scale);
+    run(Part::Cross, [&] { cross_->allreduce_regions(regions, dtype, op, scale); });
   }
 
   void allgatherv(const void* send, std::size_t send_bytes, void* recv, std::span<const std::size_t> recv_bytes,

@@ -9,14 +9,16 @@
 #include <vector>
 
 #include "comm/regions.h"
+#include "comm/result_scale.h"
 #include "comm/shm/shm_channel.h"
 #include "kolo/types.h"
 
 namespace kolo::comm::shm {
 
 // `srcs` and `run_srcs` are scratch space for one input pointer per rank. A
-// contiguous allreduce is a list of one region.
-void allreduce(ShmChannel& channel, const RegionList& regions, DataType dtype, ReduceOp op,
+// contiguous allreduce is a list of one region. `scale` is applied to each
+// block of the sum where it is reduced.
+void allreduce(ShmChannel& channel, const RegionList& regions, DataType dtype, ReduceOp op, const ResultScale& scale,
                std::span<const void*> srcs, std::span<const void*> run_srcs);
 void reduce_scatter(ShmChannel& channel, const std::byte* send, std::byte* recv, std::span<const std::size_t> counts,
                     DataType dtype, ReduceOp op, std::span<const void*> srcs);

@@ -42,8 +42,9 @@
 //   1. copy its input for every other owner's segment into its slot; post;
 //   2. as owner of segment r: wait for every peer's posted, reduce segment r over
 //      all ranks IN RANK ORDER with reduce_many (its own contribution read from
-//      its private input, no copy) into segment r of its own slot; post reduced;
-//      copy that result to its output;
+//      its private input, no copy) into segment r of its own slot, scaled
+//      (allreduce_scaled) block by block while in L1; post reduced; copy that
+//      result to its output;
 //   3. for every other owner j: wait for j's reduced, copy segment j from j's
 //      slot to the output; finish (consumed).
 // Every element is reduced once, by its owner, in rank order, so all ranks get
@@ -140,20 +141,26 @@ class ShmCommunicator final : public Communicator {
 
   void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
                  Placement placement = {}) override {
+    allreduce_scaled(send, recv, count, dtype, op, {}, placement);
+  }
+
+  void allreduce_scaled(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
+                        const ResultScale& scale, Placement placement) override {
     run("allreduce", [&] {
       check_reduction(dtype, op);
       if (count * element_size(dtype) >= channel_->mapped_bytes() &&
-          shm::allreduce_in_place(*channel_, exchange_, send, recv, count, dtype, op, placement, srcs_)) {
+          shm::allreduce_in_place(*channel_, exchange_, send, recv, count, dtype, op, scale, placement, srcs_)) {
         return;
       }
       const Region whole{send, recv, count};
-      shm::allreduce(*channel_, RegionList({&whole, 1}, element_size(dtype)), dtype, op, srcs_, run_srcs_);
+      shm::allreduce(*channel_, RegionList({&whole, 1}, element_size(dtype)), dtype, op, scale, srcs_, run_srcs_);
     });
   }
 
   bool reduces_regions() const override { return true; }
 
-  void allreduce_regions(std::span<const Region> regions, DataType dtype, ReduceOp op) override {
+  void allreduce_regions(std::span<const Region> regions, DataType dtype, ReduceOp op,
+                         const ResultScale& scale) override {
     run("allreduce", [&] {
       check_reduction(dtype, op);
       const RegionList list(regions, element_size(dtype));
@@ -161,10 +168,10 @@ class ShmCommunicator final : public Communicator {
       // same total); whether this rank's regions can be worked on in place is
       // not, and the exchange tells every rank alike.
       if (list.count() * element_size(dtype) >= channel_->mapped_bytes() &&
-          shm::allreduce_regions_in_place(*channel_, exchange_, regions, list, dtype, op, srcs_)) {
+          shm::allreduce_regions_in_place(*channel_, exchange_, regions, list, dtype, op, scale, srcs_)) {
         return;
       }
-      shm::allreduce(*channel_, list, dtype, op, srcs_, run_srcs_);
+      shm::allreduce(*channel_, list, dtype, op, scale, srcs_, run_srcs_);
     });
   }
 

@@ -28,8 +28,8 @@ void copy_out(void* dst, const void* src, std::size_t bytes, bool streaming) {
 }  // namespace
 
 bool allreduce_in_place(ShmChannel& channel, BufferExchange& exchange, const void* send, void* recv,
-                        std::size_t count, DataType dtype, ReduceOp op, Placement placement,
-                        std::span<const void*> srcs) {
+                        std::size_t count, DataType dtype, ReduceOp op, const ResultScale& scale,
+                        Placement placement, std::span<const void*> srcs) {
   const int n = channel.size(), me = channel.rank();
   const std::size_t es = element_size(dtype), bytes = count * es;
   const bool usable = send == recv || !overlaps(send, bytes, recv, bytes);
@@ -42,6 +42,7 @@ bool allreduce_in_place(ShmChannel& channel, BufferExchange& exchange, const voi
     const std::size_t len = std::min(per_block, piece.end - at);
     for (int j = 0; j < n; ++j) srcs[j] = exchange.send_of(j) + at * es;
     reduce_many(block, srcs.data(), n, len, dtype, op);
+    scale.apply(block, len, dtype);
     for (int d = 0; d < n; ++d) copy_out(exchange.recv_of((me + d) % n) + at * es, block, len * es, streaming);
   }
   barrier(channel);
@@ -89,7 +90,8 @@ RegionsPlacement place_regions(std::span<const Region> regions, std::size_t es) 
 }  // namespace
 
 bool allreduce_regions_in_place(ShmChannel& channel, BufferExchange& exchange, std::span<const Region> regions,
-                                const RegionList& list, DataType dtype, ReduceOp op, std::span<const void*> srcs) {
+                                const RegionList& list, DataType dtype, ReduceOp op, const ResultScale& scale,
+                                std::span<const void*> srcs) {
   const int n = channel.size(), me = channel.rank();
   const std::size_t es = element_size(dtype);
   const RegionsPlacement where = place_regions(regions, es);
@@ -113,6 +115,7 @@ bool allreduce_regions_in_place(ShmChannel& channel, BufferExchange& exchange, s
       const std::size_t len = std::min(per_block, count - at);
       for (int j = 0; j < n; ++j) srcs[j] = exchange.send_of(j) + send_at + at * es;
       reduce_many(block, srcs.data(), n, len, dtype, op);
+      scale.apply(block, len, dtype);
       for (int d = 0; d < n; ++d) {
         copy_out(exchange.recv_of((me + d) % n) + recv_at + at * es, block, len * es, streaming);
       }

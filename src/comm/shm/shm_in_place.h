@@ -26,16 +26,18 @@
 
 #include "comm/placement.h"
 #include "comm/regions.h"
+#include "comm/result_scale.h"
 #include "comm/shm/shm_buffer_exchange.h"
 #include "comm/shm/shm_channel.h"
 #include "kolo/types.h"
 
 namespace kolo::comm::shm {
 
-// `srcs`: scratch for one pointer per rank.
+// `srcs`: scratch for one pointer per rank. `scale` is applied to each block
+// of the sum where it is reduced.
 bool allreduce_in_place(ShmChannel& channel, BufferExchange& exchange, const void* send, void* recv,
-                        std::size_t count, DataType dtype, ReduceOp op, Placement placement,
-                        std::span<const void*> srcs);
+                        std::size_t count, DataType dtype, ReduceOp op, const ResultScale& scale,
+                        Placement placement, std::span<const void*> srcs);
 
 // A fused batch (regions.h) in place: every region's send buffer lies in one
 // shareable memory and its recv buffer in one, at the same offsets on every
@@ -46,7 +48,8 @@ bool allreduce_in_place(ShmChannel& channel, BufferExchange& exchange, const voi
 // except a region exactly in place.
 // `list`: the regions as one index space (the caller's, built once per call).
 bool allreduce_regions_in_place(ShmChannel& channel, BufferExchange& exchange, std::span<const Region> regions,
-                                const RegionList& list, DataType dtype, ReduceOp op, std::span<const void*> srcs);
+                                const RegionList& list, DataType dtype, ReduceOp op, const ResultScale& scale,
+                                std::span<const void*> srcs);
 
 // `send` may be this rank's block of `recv` (in place) or apart from it; only
 // the output's memory matters (`recv_memory`: the shareable memory it lies in).

@@ -14,7 +14,7 @@ void copy_plain(void* dst, const void* src, std::size_t bytes) { std::memcpy(dst
 
 // Small messages: one step, every rank reduces everything itself.
 void allreduce_one_step(ShmChannel& channel, const RegionList& regions, DataType dtype, ReduceOp op,
-                        std::span<const void*> srcs, std::span<const void*> run_srcs) {
+                        const ResultScale& scale, std::span<const void*> srcs, std::span<const void*> run_srcs) {
   const int n = channel.size(), me = channel.rank();
   const std::size_t es = element_size(dtype);
   std::byte* mine = channel.slot(me);
@@ -30,6 +30,7 @@ void allreduce_one_step(ShmChannel& channel, const RegionList& regions, DataType
   regions.for_each(0, regions.count(), [&](const std::byte*, std::byte* recv, std::size_t len, std::size_t pos) {
     for (int j = 0; j < n; ++j) run_srcs[j] = static_cast<const std::byte*>(srcs[j]) + pos * es;
     reduce_many(recv, run_srcs.data(), n, len, dtype, op);
+    scale.apply(recv, len, dtype);
   });
   channel.finish_step();
 }
@@ -51,7 +52,7 @@ void exchange_flagged(ShmChannel& channel, std::size_t bytes, std::size_t offset
 // Tiny messages (up to kFlaggedBytes): the same one step through flagged lines,
 // which arrive with their data (no separate posted counter on the critical path).
 void allreduce_flagged(ShmChannel& channel, const RegionList& regions, DataType dtype, ReduceOp op,
-                       std::span<const void*> srcs) {
+                       const ResultScale& scale, std::span<const void*> srcs) {
   const int n = channel.size();
   const std::size_t es = element_size(dtype);
   const std::size_t count = regions.count(), bytes = count * es;
@@ -64,6 +65,7 @@ void allreduce_flagged(ShmChannel& channel, const RegionList& regions, DataType 
   exchange_flagged(channel, bytes, 0, srcs);
   alignas(kCacheLine) std::byte reduced[kFlaggedBytes];
   reduce_many(reduced, srcs.data(), n, count, dtype, op);
+  scale.apply(reduced, count, dtype);
   regions.for_each(0, count, [&](const std::byte*, std::byte* recv, std::size_t len, std::size_t pos) {
     std::memcpy(recv, reduced + pos * es, len * es);
   });
@@ -76,8 +78,10 @@ void allreduce_flagged(ShmChannel& channel, const RegionList& regions, DataType 
 // take the line from the peers' caches; the reduction's stores, interleaved with
 // its loads from two streams, stall on that, and a plain copy of a cached block
 // does not nearly as much: reducing straight into the slot makes a 16 MiB
-// allreduce between 2 ranks about a quarter slower. `srcs` is advanced (scratch).
-void reduce_via_l1(std::byte* dst, std::span<const void*> srcs, std::size_t count, DataType dtype, ReduceOp op) {
+// allreduce between 2 ranks about a quarter slower. The block is scaled while
+// in L1. `srcs` is advanced (scratch).
+void reduce_via_l1(std::byte* dst, std::span<const void*> srcs, std::size_t count, DataType dtype, ReduceOp op,
+                   const ResultScale& scale) {
   constexpr std::size_t kBlockBytes = 16 << 10;
   alignas(kCacheLine) std::byte block[kBlockBytes];
   const std::size_t es = element_size(dtype);
@@ -85,6 +89,7 @@ void reduce_via_l1(std::byte* dst, std::span<const void*> srcs, std::size_t coun
   for (std::size_t done = 0; done < count;) {
     const std::size_t len = std::min(per_block, count - done);
     reduce_many(block, srcs.data(), static_cast<int>(srcs.size()), len, dtype, op);
+    scale.apply(block, len, dtype);
     copy_to_shared(dst, block, len * es);
     for (const void*& src : srcs) src = static_cast<const std::byte*>(src) + len * es;
     dst += len * es;
@@ -94,7 +99,7 @@ void reduce_via_l1(std::byte* dst, std::span<const void*> srcs, std::size_t coun
 
 // Large messages: chunk by chunk, each rank reduces the segment it owns.
 void allreduce_pipelined(ShmChannel& channel, const RegionList& regions, DataType dtype, ReduceOp op,
-                         std::span<const void*> srcs, std::span<const void*> run_srcs) {
+                         const ResultScale& scale, std::span<const void*> srcs, std::span<const void*> run_srcs) {
   const int n = channel.size(), me = channel.rank();
   const std::size_t es = element_size(dtype);
   const std::size_t count = regions.count();
@@ -128,7 +133,7 @@ void allreduce_pipelined(ShmChannel& channel, const RegionList& regions, DataTyp
                        [&](const std::byte* send, std::byte*, std::size_t run, std::size_t pos) {
                          for (int j = 0; j < n; ++j)
                            run_srcs[j] = j == me ? send : static_cast<const std::byte*>(srcs[j]) + (pos - base) * es;
-                         reduce_via_l1(in_slot(mine, pos), run_srcs, run, dtype, op);
+                         reduce_via_l1(in_slot(mine, pos), run_srcs, run, dtype, op, scale);
                        });
     }
     channel.post_reduced();
@@ -153,16 +158,16 @@ void allreduce_pipelined(ShmChannel& channel, const RegionList& regions, DataTyp
 
 }  // namespace
 
-void allreduce(ShmChannel& channel, const RegionList& regions, DataType dtype, ReduceOp op,
+void allreduce(ShmChannel& channel, const RegionList& regions, DataType dtype, ReduceOp op, const ResultScale& scale,
                std::span<const void*> srcs, std::span<const void*> run_srcs) {
   const std::size_t bytes = regions.count() * element_size(dtype);
   if (bytes == 0) return;
   if (bytes <= kFlaggedBytes) {
-    allreduce_flagged(channel, regions, dtype, op, srcs);
+    allreduce_flagged(channel, regions, dtype, op, scale, srcs);
   } else if (bytes <= channel.small_bytes()) {
-    allreduce_one_step(channel, regions, dtype, op, srcs, run_srcs);
+    allreduce_one_step(channel, regions, dtype, op, scale, srcs, run_srcs);
   } else {
-    allreduce_pipelined(channel, regions, dtype, op, srcs, run_srcs);
+    allreduce_pipelined(channel, regions, dtype, op, scale, srcs, run_srcs);
   }
 }
 

@@ -28,8 +28,9 @@ class TcpCommunicator final : public direct::DirectCommunicator<tcp::Mesh> {
   // passes over every gradient). gloo keeps the staging: each of its messages
   // costs a ready notification and a thread wake-up.
   bool reduces_regions() const override { return true; }
-  void allreduce_regions(std::span<const Region> regions, DataType dtype, ReduceOp op) override {
-    guarded([&] { collectives_.allreduce_regions(regions, dtype, op); });
+  void allreduce_regions(std::span<const Region> regions, DataType dtype, ReduceOp op,
+                         const ResultScale& scale) override {
+    guarded([&] { collectives_.allreduce_regions(regions, dtype, op, scale); });
   }
 
   void allgather_self_sized(const void* send, void* recv, std::size_t max_block) override {
