@@ -7,8 +7,8 @@ examples/synthetic_benchmark, so bench/run_training_bench.sh can compare them:
 
     /usr/bin/python3 bench/ddp_synthetic.py --num-proc 2 --model resnet50
 
-Workers are started with torch.multiprocessing and talk through the gloo backend
-on 127.0.0.1. Across hosts, start one worker per host yourself, each with its
+Workers are started with torch.multiprocessing, meet through a file in a
+temporary directory and talk through the gloo backend. Across hosts, start one worker per host yourself, each with its
 rank and host 0's address (gloo binds the interface GLOO_SOCKET_IFNAME names, or
 the address the host name resolves to; rank 0 prints the results):
 
@@ -19,8 +19,8 @@ the address the host name resolves to; rank 0 prints the results):
 import argparse
 import math
 import os
-import socket
 import sys
+import tempfile
 import time
 
 import torch
@@ -105,11 +105,9 @@ def make_model(name, num_classes):
     return ResNet(Bottleneck, [3, 4, 6, 3], num_classes)
 
 
-def worker(rank, args, port):
+def worker(rank, args, rendezvous):
     torch.set_num_threads(args.threads)
-    os.environ["MASTER_ADDR"] = args.master_addr
-    os.environ["MASTER_PORT"] = str(port)
-    dist.init_process_group("gloo", rank=rank, world_size=args.num_proc)
+    dist.init_process_group("gloo", init_method=rendezvous, rank=rank, world_size=args.num_proc)
     size = dist.get_world_size()
 
     def log(line):
@@ -153,12 +151,6 @@ def worker(rank, args, port):
     dist.destroy_process_group()
 
 
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--num-proc", type=int, default=1, help="worker processes")
@@ -184,10 +176,16 @@ def main():
     if args.threads <= 0:
         per_host = 1 if args.rank >= 0 else args.num_proc
         args.threads = max(1, (os.cpu_count() or 1) // per_host)
-    if args.rank >= 0:
-        worker(args.rank, args, args.master_port)
-    else:
-        mp.spawn(worker, args=(args, args.master_port or free_port()), nprocs=args.num_proc, join=True)
+    if args.rank >= 0 or args.master_port:
+        rendezvous = "tcp://%s:%d" % (args.master_addr, args.master_port)
+        if args.rank >= 0:
+            return worker(args.rank, args, rendezvous)
+        return mp.spawn(worker, args=(args, rendezvous), nprocs=args.num_proc, join=True)
+    # Workers of this host meet through a file: a port picked free and then
+    # bound by rank 0 could be taken in between by any other program.
+    with tempfile.TemporaryDirectory(prefix="ddp-synthetic-") as directory:
+        rendezvous = "file://" + os.path.join(directory, "store")
+        mp.spawn(worker, args=(args, rendezvous), nprocs=args.num_proc, join=True)
 
 
 if __name__ == "__main__":
