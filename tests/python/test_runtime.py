@@ -154,3 +154,24 @@ def test_a_stalled_peer_is_named_as_an_exception():
         assert 'PeerFailureError peer_rank=1' in result.stdout, result.stdout + result.stderr
         assert elapsed < 30, elapsed
     hvd.barrier()
+
+
+@pytest.mark.skipif('KOLORUN' not in os.environ, reason='needs KOLORUN, the kolorun binary (set by ctest)')
+def test_a_test_failing_on_one_rank_ends_the_suite_at_once(tmp_path):
+    # A suite of its own under the suite's pytest.ini, from rank 0 alone; its
+    # stall shutdown is long, so that only stopping at the failure ends it soon.
+    if hvd.rank() == 0:
+        env = dict(os.environ, DIVERGING_MARKERS=str(tmp_path), KOLO_STALL_CHECK_TIME='10',
+                   KOLO_STALL_SHUTDOWN_TIME='90')
+        suite = os.path.join(os.path.dirname(__file__), 'programs', 'diverging_tests.py')
+        started = time.monotonic()
+        result = subprocess.run([os.environ['KOLORUN'], '-np', '2', sys.executable, '-m', 'pytest', '-q', '-p',
+                                 'no:cacheprovider', suite], env=env, capture_output=True, text=True, timeout=300)
+        elapsed = time.monotonic() - started
+        output = result.stdout + result.stderr
+        assert result.returncode != 0, output
+        assert 'test_fails_on_rank_1_before_its_collective' in output, output
+        assert sorted(p.name for p in tmp_path.iterdir()) == [], output
+        assert elapsed < 45, (elapsed, output)
+    hvd.barrier()
+
