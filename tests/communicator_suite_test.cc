@@ -146,7 +146,8 @@ TEST_P(CommunicatorSuite, AllreduceLargeBuffersWithDefaultThresholds) {
 // one staging buffer (Communicator::reduces_regions).
 bool has_own_regions_path(const Job& job) {
   const std::string& name = job.factory->name;
-  return name == "self" || name == "shm" || name == "tcp" || (name == "hierarchical" && job.shape.per_host == 1);
+  return name == "self" || name == "shm" || name == "tcp" || name == "hierarchical" ||
+         (name == "hierarchical_over_gloo" && job.shape.per_host > 1);
 }
 
 // A fused batch reduced as a list of buffers gives the bits of the contiguous
@@ -162,6 +163,57 @@ TEST_P(CommunicatorSuite, AllreduceRegionsMatchTheContiguousAllreduce) {
       check_regions_against_contiguous(*m.comm, sizes, false, average);
       check_regions_against_contiguous(*m.comm, sizes, true, average);
     }
+  });
+}
+
+// A reduce-scatter whose input is a list of buffers, and an allgather whose
+// output is one, give the bits of their contiguous counterparts over the
+// buffers' concatenation (the host's steps of the hierarchical allreduce over a
+// fused batch), for region layouts cut across every block and slot boundary.
+TEST_P(CommunicatorSuite, ReduceScatterAndAllgatherOverRegionsMatchTheContiguousOnes) {
+  run_job(job(), [](Member& m) {
+    Communicator& comm = *m.comm;
+    const int n = comm.size(), me = comm.rank();
+    for (const auto& sizes : kRegionLayouts) {
+      std::size_t total = 0;
+      for (auto s : sizes) total += s;
+      std::vector<std::size_t> counts(n, total / n);
+      for (std::size_t j = 0; j < total % n; ++j) ++counts[j];
+      std::vector<float> joint(total);
+      for (std::size_t i = 0; i < total; ++i) joint[i] = regions_input(me, i);
+      std::vector<std::vector<float>> pieces;
+      std::vector<comm::Region> regions;
+      for (std::size_t k = 0, at = 0; k < sizes.size(); at += sizes[k], ++k) {
+        pieces.emplace_back(joint.begin() + static_cast<std::ptrdiff_t>(at),
+                            joint.begin() + static_cast<std::ptrdiff_t>(at + sizes[k]));
+        regions.push_back({pieces[k].data(), pieces[k].data(), sizes[k]});
+      }
+      std::vector<float> want(counts[me] + 1, -1.0f), got(counts[me] + 1, -1.0f);
+      comm.reduce_scatter(joint.data(), want.data(), counts, DataType::Float32, ReduceOp::Sum);
+      comm.reduce_scatter_regions(regions, got.data(), counts, DataType::Float32, ReduceOp::Sum);
+      ASSERT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0) << total << " elements";
+
+      // Each rank's block: its own values; gathered into the regions in place of the inputs.
+      std::vector<float> block(counts[me]);
+      for (std::size_t i = 0; i < block.size(); ++i) block[i] = regions_input(me + 7, i);
+      std::vector<std::size_t> bytes(n);
+      for (int j = 0; j < n; ++j) bytes[j] = counts[j] * sizeof(float);
+      std::vector<float> gathered(total);
+      comm.allgatherv(block.data(), bytes[me], gathered.data(), bytes);
+      comm.allgather_regions(block.data(), regions, counts, DataType::Float32);
+      for (std::size_t k = 0, at = 0; k < sizes.size(); at += sizes[k], ++k) {
+        if (sizes[k] == 0) continue;
+        ASSERT_EQ(std::memcmp(pieces[k].data(), gathered.data() + at, sizes[k] * sizeof(float)), 0)
+            << "region " << k << " of " << sizes.size();
+      }
+    }
+    // Blocks that do not fill the regions are refused alike everywhere.
+    std::vector<float> a(8, 1.0f), out(8);
+    const comm::Region one{a.data(), a.data(), a.size()};
+    std::vector<std::size_t> wrong(n, 1);
+    EXPECT_THROW(comm.reduce_scatter_regions({&one, 1}, out.data(), wrong, DataType::Float32, ReduceOp::Sum),
+                 InvalidArgumentError);
+    EXPECT_THROW(comm.allgather_regions(out.data(), {&one, 1}, wrong, DataType::Float32), InvalidArgumentError);
   });
 }
 

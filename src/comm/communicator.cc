@@ -25,6 +25,28 @@ void Communicator::allreduce_regions(std::span<const Region> regions, DataType d
   list.scatter_recvs(staging.data());
 }
 
+void Communicator::reduce_scatter_regions(std::span<const Region> regions, void* recv,
+                                          std::span<const std::size_t> recv_counts, DataType dtype, ReduceOp op) {
+  const RegionList list(regions, element_size(dtype));
+  check_blocks_fill(list, recv_counts, "reduce_scatter");
+  std::vector<std::byte> staging(list.count() * element_size(dtype));
+  list.gather_sends(staging.data());
+  reduce_scatter(staging.data(), recv, recv_counts, dtype, op);
+}
+
+void Communicator::allgather_regions(const void* send, std::span<const Region> regions,
+                                     std::span<const std::size_t> counts, DataType dtype) {
+  const std::size_t es = element_size(dtype);
+  const RegionList list(regions, es);
+  check_blocks_fill(list, counts, "allgatherv");
+  std::vector<std::size_t> bytes(counts.begin(), counts.end());
+  for (auto& b : bytes) b *= es;
+  std::vector<std::byte> staging(list.count() * es);
+  const auto me = static_cast<std::size_t>(rank());
+  allgatherv(send, me < bytes.size() ? bytes[me] : 0, staging.data(), bytes);  // allgatherv checks the sizes
+  list.scatter_recvs(staging.data());
+}
+
 std::uint32_t self_sized_length(const void* block, std::size_t max_block, int sender) {
   std::uint32_t length;
   std::memcpy(&length, block, sizeof length);

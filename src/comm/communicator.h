@@ -87,6 +87,16 @@ class Communicator {
   // reduction of block r (recv_counts[r] elements, blocks in rank order).
   virtual void reduce_scatter(const void* send, void* recv, std::span<const std::size_t> recv_counts,
                               DataType dtype, ReduceOp op) = 0;
+  // reduce_scatter whose input is the send sides of `regions` as one index space
+  // (their recv sides are not used); none may overlap `recv`. And allgatherv of
+  // elements into the recv sides of `regions` as one index space, rank r's
+  // counts[r] elements at their offset (this rank's from `send`, which may not
+  // overlap them). A composition's steps over a fused batch (the hierarchical
+  // allreduce); these defaults stage through one buffer.
+  virtual void reduce_scatter_regions(std::span<const Region> regions, void* recv,
+                                      std::span<const std::size_t> recv_counts, DataType dtype, ReduceOp op);
+  virtual void allgather_regions(const void* send, std::span<const Region> regions,
+                                 std::span<const std::size_t> counts, DataType dtype);
 
   // Byte-level: rank r contributes recv_bytes[r] bytes (send_bytes == recv_bytes[rank]);
   // `recv` receives all contributions concatenated in rank order.

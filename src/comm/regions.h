@@ -8,9 +8,11 @@
 #include <cstddef>
 #include <cstring>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "comm/placement.h"
+#include "kolo/error.h"
 
 namespace kolo::comm {
 
@@ -82,5 +84,15 @@ class RegionList {
   std::size_t total_ = 0;
   std::vector<std::size_t> starts_;  // starts_[i]: first element of region i; last: the total (empty for one region)
 };
+
+// Throws InvalidArgumentError unless blocks of `counts` elements fill `list`
+// exactly (a reduce-scatter's input, an allgather's output).
+inline void check_blocks_fill(const RegionList& list, std::span<const std::size_t> counts, const char* what) {
+  std::size_t total = 0;
+  for (std::size_t c : counts) total += c;
+  if (total != list.count())
+    throw InvalidArgumentError(std::string(what) + ": the regions hold " + std::to_string(list.count()) +
+                               " elements, the blocks " + std::to_string(total));
+}
 
 }  // namespace kolo::comm

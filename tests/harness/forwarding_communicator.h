@@ -43,6 +43,16 @@ class ForwardingCommunicator : public comm::Communicator {
     ++collectives_;
     inner_->reduce_scatter(send, recv, counts, dtype, op);
   }
+  void reduce_scatter_regions(std::span<const comm::Region> regions, void* recv, std::span<const std::size_t> counts,
+                              DataType dtype, ReduceOp op) override {
+    ++collectives_;
+    inner_->reduce_scatter_regions(regions, recv, counts, dtype, op);
+  }
+  void allgather_regions(const void* send, std::span<const comm::Region> regions, std::span<const std::size_t> counts,
+                         DataType dtype) override {
+    ++collectives_;
+    inner_->allgather_regions(send, regions, counts, dtype);
+  }
   void allgatherv(const void* send, std::size_t bytes, void* recv, std::span<const std::size_t> sizes,
                   comm::Placement placement = {}) override {
     ++collectives_;

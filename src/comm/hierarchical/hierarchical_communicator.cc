@@ -56,8 +56,7 @@ class HierarchicalCommunicator final : public Communicator {
     const int L = layout_.local_size, me = layout_.local_rank;
     if (L == 1) return run(Part::Cross, [&] { cross_->allreduce_scaled(send, recv, count, dtype, op, scale, {}); });
     const std::size_t es = element_size(dtype);
-    std::vector<std::size_t> counts(L, count / L);
-    for (std::size_t j = 0; j < count % L; ++j) ++counts[j];
+    const std::vector<std::size_t> counts = shards_of(count);
     std::vector<std::size_t> bytes(L);
     for (int j = 0; j < L; ++j) bytes[j] = counts[j] * es;
     shard_.resize(bytes[me]);
@@ -66,12 +65,23 @@ class HierarchicalCommunicator final : public Communicator {
     run(Part::Local, [&] { local_->allgatherv(shard_.data(), bytes[me], recv, bytes, {nullptr, placement.recv}); });
   }
 
-  // One rank per host: the cross communicator's own list path, when it has one.
-  bool reduces_regions() const override { return layout_.local_size == 1 && cross_->reduces_regions(); }
+  // A fused batch takes the same three steps with the host's steps reading from
+  // and writing into the tensors (a transport without list steps of its own
+  // stages them); with one rank per host, the cross communicator's own list
+  // path, when it has one.
+  bool reduces_regions() const override { return layout_.local_size > 1 || cross_->reduces_regions(); }
   void allreduce_regions(std::span<const Region> regions, DataType dtype, ReduceOp op,
                          const ResultScale& scale) override {
-    if (!reduces_regions()) return Communicator::allreduce_regions(regions, dtype, op, scale);
-    run(Part::Cross, [&] { cross_->allreduce_regions(regions, dtype, op, scale); });
+    const int L = layout_.local_size, me = layout_.local_rank;
+    if (L == 1) {
+      if (!cross_->reduces_regions()) return Communicator::allreduce_regions(regions, dtype, op, scale);
+      return run(Part::Cross, [&] { cross_->allreduce_regions(regions, dtype, op, scale); });
+    }
+    const std::vector<std::size_t> counts = shards_of(RegionList(regions, element_size(dtype)).count());
+    shard_.resize(counts[me] * element_size(dtype));
+    run(Part::Local, [&] { local_->reduce_scatter_regions(regions, shard_.data(), counts, dtype, op); });
+    run(Part::Cross, [&] { cross_->allreduce_scaled(shard_.data(), shard_.data(), counts[me], dtype, op, scale, {}); });
+    run(Part::Local, [&] { local_->allgather_regions(shard_.data(), regions, counts, dtype); });
   }
 
   void allgatherv(const void* send, std::size_t send_bytes, void* recv, std::span<const std::size_t> recv_bytes,
@@ -203,6 +213,14 @@ class HierarchicalCommunicator final : public Communicator {
   }
 
  private:
+  // The host's ranks' shares of `count` elements, in local rank order.
+  std::vector<std::size_t> shards_of(std::size_t count) const {
+    const auto L = static_cast<std::size_t>(layout_.local_size);
+    std::vector<std::size_t> counts(L, count / L);
+    for (std::size_t j = 0; j < count % L; ++j) ++counts[j];
+    return counts;
+  }
+
   int job_rank(Part part, int part_rank) const {
     if (part_rank < 0) return -1;
     switch (part) {

@@ -20,11 +20,17 @@ namespace kolo::comm::shm {
 // block of the sum where it is reduced.
 void allreduce(ShmChannel& channel, const RegionList& regions, DataType dtype, ReduceOp op, const ResultScale& scale,
                std::span<const void*> srcs, std::span<const void*> run_srcs);
-void reduce_scatter(ShmChannel& channel, const std::byte* send, std::byte* recv, std::span<const std::size_t> counts,
-                    DataType dtype, ReduceOp op, std::span<const void*> srcs);
+// `send`: the input as one index space (a contiguous input is one region); the
+// output may be this rank's own block of a contiguous input, but no other part.
+void reduce_scatter(ShmChannel& channel, const RegionList& send, std::byte* recv, std::span<const std::size_t> counts,
+                    DataType dtype, ReduceOp op, std::span<const void*> srcs, std::span<const void*> run_srcs);
 
 // root < 0: every rank receives (allgatherv); else only `root` (gatherv).
 void gather(ShmChannel& channel, const std::byte* send, std::byte* recv, std::span<const std::size_t> sizes, int root);
+// allgatherv into `recv`, bytes as one index space (recv sides of its regions);
+// `send` may not overlap them.
+void allgather_into(ShmChannel& channel, const std::byte* send, const RegionList& recv,
+                    std::span<const std::size_t> sizes);
 void broadcast(ShmChannel& channel, std::byte* buffer, std::size_t bytes, int root);
 // Communicator::allgather_self_sized for blocks of up to one slot: a block of up
 // to kSelfSizedFlaggedBytes in flagged lines (no more lines than it uses), a

@@ -180,8 +180,47 @@ class ShmCommunicator final : public Communicator {
     run("reduce_scatter", [&] {
       check_reduction(dtype, op);
       check_per_rank(recv_counts, "recv_counts");
-      shm::reduce_scatter(*channel_, static_cast<const std::byte*>(send), static_cast<std::byte*>(recv), recv_counts,
-                          dtype, op, srcs_);
+      const std::size_t es = element_size(dtype);
+      const std::size_t total = std::accumulate(recv_counts.begin(), recv_counts.end(), std::size_t{0});
+      const std::size_t own_offset =
+          std::accumulate(recv_counts.begin(), recv_counts.begin() + rank(), std::size_t{0});
+      // The output may be this rank's own block of the input (each element is then
+      // read just before it is overwritten); any other overlap needs a copy.
+      const auto* in = static_cast<const std::byte*>(send);
+      auto* out = static_cast<std::byte*>(recv);
+      std::vector<std::byte> private_send;
+      if (shm::overlaps(in, total * es, out, recv_counts[rank()] * es) && out != in + own_offset * es) {
+        private_send.assign(in, in + total * es);
+        in = private_send.data();
+      }
+      const Region whole{in, nullptr, total};
+      shm::reduce_scatter(*channel_, RegionList({&whole, 1}, es), out, recv_counts, dtype, op, srcs_, run_srcs_);
+    });
+  }
+
+  void reduce_scatter_regions(std::span<const Region> regions, void* recv, std::span<const std::size_t> recv_counts,
+                              DataType dtype, ReduceOp op) override {
+    run("reduce_scatter", [&] {
+      check_reduction(dtype, op);
+      check_per_rank(recv_counts, "recv_counts");
+      const RegionList list(regions, element_size(dtype));
+      check_blocks_fill(list, recv_counts, "reduce_scatter");
+      shm::reduce_scatter(*channel_, list, static_cast<std::byte*>(recv), recv_counts, dtype, op, srcs_, run_srcs_);
+    });
+  }
+
+  void allgather_regions(const void* send, std::span<const Region> regions, std::span<const std::size_t> counts,
+                         DataType dtype) override {
+    run("allgatherv", [&] {
+      check_per_rank(counts, "counts");
+      const std::size_t es = element_size(dtype);
+      check_blocks_fill(RegionList(regions, es), counts, "allgatherv");
+      // gather moves bytes: the same regions and blocks counted in bytes.
+      std::vector<Region> byte_regions(regions.begin(), regions.end());
+      for (Region& r : byte_regions) r.count *= es;
+      std::vector<std::size_t> bytes(counts.begin(), counts.end());
+      for (std::size_t& b : bytes) b *= es;
+      shm::allgather_into(*channel_, static_cast<const std::byte*>(send), RegionList(byte_regions, 1), bytes);
     });
   }
 

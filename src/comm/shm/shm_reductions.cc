@@ -177,8 +177,8 @@ void allreduce(ShmChannel& channel, const RegionList& regions, DataType dtype, R
 // 0.75 at 768, 0.93 against 0.76 at 1 KiB).
 constexpr std::size_t kFlaggedReduceScatterBytes = 768;
 
-void reduce_scatter(ShmChannel& channel, const std::byte* send, std::byte* recv, std::span<const std::size_t> counts,
-                    DataType dtype, ReduceOp op, std::span<const void*> srcs) {
+void reduce_scatter(ShmChannel& channel, const RegionList& send, std::byte* recv, std::span<const std::size_t> counts,
+                    DataType dtype, ReduceOp op, std::span<const void*> srcs, std::span<const void*> run_srcs) {
   const int n = channel.size(), me = channel.rank();
   const std::size_t es = element_size(dtype);
   const std::vector<std::size_t> offsets = prefix_offsets(counts);
@@ -187,18 +187,11 @@ void reduce_scatter(ShmChannel& channel, const std::byte* send, std::byte* recv,
     // One step through flagged lines: every rank sends its whole input and
     // reduces its own block of all of them in rank order. The input is packed
     // into this rank's scratch first, since the output may be part of it.
-    std::memcpy(channel.scratch(me), send, total_bytes);
+    send.gather_sends(channel.scratch(me));
     exchange_flagged(channel, total_bytes, offsets[me] * es, srcs);
     reduce_many(recv, srcs.data(), n, counts[me], dtype, op);
     channel.finish_step();
     return;
-  }
-  // The output may be this rank's own block of the input (each element is then
-  // read just before it is overwritten); any other overlap needs a copy.
-  std::vector<std::byte> private_send;
-  if (overlaps(send, total_bytes, recv, counts[me] * es) && recv != send + offsets[me] * es) {
-    private_send.assign(send, send + total_bytes);
-    send = private_send.data();
   }
   const std::size_t align = std::max<std::size_t>(1, kCacheLine / es);
   const std::size_t per_owner = channel.slot_bytes() / static_cast<std::size_t>(n) / es / align * align;
@@ -211,20 +204,24 @@ void reduce_scatter(ShmChannel& channel, const std::byte* send, std::byte* recv,
     channel.acquire_slot();
     for (int d = 1; d < n; ++d) {
       const int j = (me + d) % n;
-      copy_to_shared(mine + j * per_owner * es, send + (offsets[j] + begin) * es, piece_len(j) * es);
+      const std::size_t from = offsets[j] + begin;
+      send.for_each(from, from + piece_len(j), [&](const std::byte* in, std::byte*, std::size_t run, std::size_t pos) {
+        copy_to_shared(mine + (j * per_owner + pos - from) * es, in, run * es);
+      });
     }
     channel.post();
 
     if (const std::size_t len = piece_len(me); len > 0) {
       for (int j = 0; j < n; ++j) {
-        if (j == me) {
-          srcs[j] = send + (offsets[me] + begin) * es;
-        } else {
-          channel.wait_posted(j);
-          srcs[j] = channel.slot(j) + me * per_owner * es;
-        }
+        if (j != me) channel.wait_posted(j);
       }
-      reduce_many(recv + begin * es, srcs.data(), n, len, dtype, op);
+      // Its own contribution is read where it lies, run by run.
+      const std::size_t from = offsets[me] + begin;
+      send.for_each(from, from + len, [&](const std::byte* in, std::byte*, std::size_t run, std::size_t pos) {
+        for (int j = 0; j < n; ++j)
+          run_srcs[j] = j == me ? in : channel.slot(j) + (me * per_owner + pos - from) * es;
+        reduce_many(recv + (pos - offsets[me]) * es, run_srcs.data(), n, run, dtype, op);
+      });
     }
     channel.finish_step();
   }

@@ -163,6 +163,74 @@ std::size_t max_of(std::span<const std::size_t> sizes) {
   return m;
 }
 
+namespace {
+
+// gather's steps once this rank's own block is in place: the other ranks'
+// blocks into `recv` (null where this rank does not receive), bytes as one
+// index space, `offsets` their places in it.
+void gather_peers(ShmChannel& channel, const std::byte* send, const RegionList* recv,
+                  std::span<const std::size_t> sizes, std::span<const std::size_t> offsets, int root) {
+  const int n = channel.size(), me = channel.rank();
+  const std::size_t largest = max_of(sizes);
+  if (largest > 0 && largest <= kFlaggedBytes) {  // one step, through flagged lines
+    if (me != root && sizes[me] > 0) {
+      channel.acquire_slot();
+      channel.write_flagged(send, sizes[me]);
+    }
+    if (recv != nullptr) {
+      for (int d = 1; d < n; ++d) {
+        const int j = (me + d) % n;
+        if (sizes[j] == 0) continue;
+        // A block that lies in one region is read into it; one split across
+        // regions through a line buffer.
+        std::byte* whole = nullptr;
+        int runs = 0;
+        recv->for_each(offsets[j], offsets[j] + sizes[j], [&](const std::byte*, std::byte* out, std::size_t, std::size_t) {
+          if (runs++ == 0) whole = out;
+        });
+        if (runs == 1) {
+          channel.read_flagged(j, whole, sizes[j]);
+          continue;
+        }
+        alignas(kCacheLine) std::byte block[kFlaggedBytes];
+        channel.read_flagged(j, block, sizes[j]);
+        recv->for_each(offsets[j], offsets[j] + sizes[j], [&](const std::byte*, std::byte* out, std::size_t run,
+                                                              std::size_t pos) {
+          std::memcpy(out, block + (pos - offsets[j]), run);
+        });
+      }
+    }
+    channel.finish_step();
+    return;
+  }
+  const std::size_t slot = channel.slot_bytes();
+  const std::size_t steps = ceil_div(largest, slot);
+  for (std::size_t s = 0; s < steps; ++s) {
+    const std::size_t begin = s * slot;
+    auto piece_len = [&](int j) { return begin < sizes[j] ? std::min(slot, sizes[j] - begin) : 0; };
+    if (me != root && piece_len(me) > 0) {
+      channel.acquire_slot();
+      copy_to_shared(channel.slot(me), send + begin, piece_len(me));
+      channel.post();
+    }
+    if (recv != nullptr) {
+      for (int d = 1; d < n; ++d) {
+        const int j = (me + d) % n;
+        if (piece_len(j) == 0) continue;
+        channel.wait_posted(j);
+        const std::size_t from = offsets[j] + begin;
+        recv->for_each(from, from + piece_len(j), [&](const std::byte*, std::byte* out, std::size_t run,
+                                                      std::size_t pos) {
+          std::memcpy(out, channel.slot(j) + (pos - from), run);
+        });
+      }
+    }
+    channel.finish_step();
+  }
+}
+
+}  // namespace
+
 void gather(ShmChannel& channel, const std::byte* send, std::byte* recv, std::span<const std::size_t> sizes, int root) {
   const int n = channel.size(), me = channel.rank();
   // Reused: the engine's negotiation gathers every cycle, and an allocation is a
@@ -179,41 +247,21 @@ void gather(ShmChannel& channel, const std::byte* send, std::byte* recv, std::sp
     }
     copy_bytes(recv + offsets[me], send, sizes[me]);
   }
-  const std::size_t largest = max_of(sizes);
-  if (largest > 0 && largest <= kFlaggedBytes) {  // one step, through flagged lines
-    if (me != root && sizes[me] > 0) {
-      channel.acquire_slot();
-      channel.write_flagged(send, sizes[me]);
-    }
-    if (receives) {
-      for (int d = 1; d < n; ++d) {
-        const int j = (me + d) % n;
-        if (sizes[j] > 0) channel.read_flagged(j, recv + offsets[j], sizes[j]);
-      }
-    }
-    channel.finish_step();
-    return;
-  }
-  const std::size_t slot = channel.slot_bytes();
-  const std::size_t steps = ceil_div(largest, slot);
-  for (std::size_t s = 0; s < steps; ++s) {
-    const std::size_t begin = s * slot;
-    auto piece_len = [&](int j) { return begin < sizes[j] ? std::min(slot, sizes[j] - begin) : 0; };
-    if (me != root && piece_len(me) > 0) {
-      channel.acquire_slot();
-      copy_to_shared(channel.slot(me), send + begin, piece_len(me));
-      channel.post();
-    }
-    if (receives) {
-      for (int d = 1; d < n; ++d) {
-        const int j = (me + d) % n;
-        if (piece_len(j) == 0) continue;
-        channel.wait_posted(j);
-        std::memcpy(recv + offsets[j] + begin, channel.slot(j), piece_len(j));
-      }
-    }
-    channel.finish_step();
-  }
+  const Region whole{nullptr, recv, offsets[n]};
+  const RegionList list({&whole, 1}, 1);
+  gather_peers(channel, send, receives ? &list : nullptr, sizes, offsets, root);
+}
+
+void allgather_into(ShmChannel& channel, const std::byte* send, const RegionList& recv,
+                    std::span<const std::size_t> sizes) {
+  const int me = channel.rank();
+  std::vector<std::size_t> offsets;
+  prefix_offsets(sizes, offsets);
+  recv.for_each(offsets[me], offsets[me] + sizes[me], [&](const std::byte*, std::byte* out, std::size_t run,
+                                                          std::size_t pos) {
+    std::memcpy(out, send + (pos - offsets[me]), run);
+  });
+  gather_peers(channel, send, &recv, sizes, offsets, -1);
 }
 
 void allgather_self_sized(ShmChannel& channel, const std::byte* send, std::byte* recv, std::size_t max_block) {
