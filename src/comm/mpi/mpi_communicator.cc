@@ -101,7 +101,12 @@ class MpiCommunicator final : public Communicator {
   }
 
   void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
-                 Placement = {}) override {
+                 Placement placement = {}) override {
+    allreduce_scaled(send, recv, count, dtype, op, {}, placement);
+  }
+  // Each rank scales the block it reduced before the allgather hands it on.
+  void allreduce_scaled(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
+                        const ResultScale& scale, Placement) override {
     MPI_Op mpi_op = ops_->op(dtype, op);
     waiter_.check_usable();
     const std::size_t es = element_size(dtype);
@@ -111,8 +116,9 @@ class MpiCommunicator final : public Communicator {
       const std::size_t piece = std::min(kMaxPiece, count - done);
       if (piece * es <= small_bytes_) {
         allreduce_small(in + done * es, out + done * es, piece, dtype, op);
+        scale.apply(out + done * es, piece, dtype);
       } else {
-        allreduce_large(in + done * es, out + done * es, piece, dtype, mpi_op);
+        allreduce_large(in + done * es, out + done * es, piece, dtype, mpi_op, scale);
       }
       done += piece;
     }
@@ -229,7 +235,8 @@ class MpiCommunicator final : public Communicator {
     reduce_many(out, srcs.data(), size_, count, dtype, op);
   }
 
-  void allreduce_large(const std::byte* in, std::byte* out, std::size_t count, DataType dtype, MPI_Op op) {
+  void allreduce_large(const std::byte* in, std::byte* out, std::size_t count, DataType dtype, MPI_Op op,
+                       const ResultScale& scale) {
     const std::size_t es = element_size(dtype);
     std::vector<int> counts(size_), displs(size_);
     for (int j = 0, offset = 0; j < size_; ++j) {
@@ -243,6 +250,7 @@ class MpiCommunicator final : public Communicator {
     check_mpi(MPI_Ireduce_scatter(in, gathered_.data(), counts.data(), type, op, comm_, &request),
               "MPI_Ireduce_scatter");
     waiter_.wait(request, "MPI_Ireduce_scatter (allreduce)");
+    scale.apply(gathered_.data(), static_cast<std::size_t>(counts[rank_]), dtype);
     check_mpi(MPI_Iallgatherv(gathered_.data(), counts[rank_], type, out, counts.data(), displs.data(), type, comm_,
                               &request),
               "MPI_Iallgatherv");
