@@ -54,10 +54,21 @@ def test_async_mismatch_raises_at_synchronize():
 
 
 def test_duplicate_name_in_flight_is_a_value_error():
-    first = hvd.allreduce_async(torch.ones(4), name='duplicate')
+    # Each rank submits a name again while its first submission cannot have
+    # completed: rank 0 offers the others' name only after the barrier, which
+    # they reach after their check, and they offer rank 0's after it too (the
+    # last rank to offer a small allreduce may finish it at once).
+    if hvd.size() == 1:
+        pytest.skip('needs a peer to hold the first submission in flight')
+    names = ['duplicate.zero', 'duplicate.others']
+    mine, theirs = names if hvd.rank() == 0 else names[::-1]
+    first = hvd.allreduce_async(torch.ones(4), name=mine)
     with pytest.raises(ValueError, match='already in flight'):
-        hvd.allreduce_async(torch.ones(4), name='duplicate')
+        hvd.allreduce_async(torch.ones(4), name=mine)
+    hvd.barrier()
+    second = hvd.allreduce_async(torch.ones(4), name=theirs)
     hvd.synchronize(first)
+    hvd.synchronize(second)
     works_after()
 
 
