@@ -26,9 +26,9 @@ namespace {
 
 using namespace std::chrono_literals;
 
-std::unique_ptr<Communicator> join() {
+std::unique_ptr<Communicator> join(comm::CommunicatorOptions options = {}) {
   return make_shm_communicator(std::atoi(std::getenv("KOLO_RANK")), std::atoi(std::getenv("KOLO_SIZE")),
-                               std::getenv("KOLO_JOB_ID"), {});
+                               std::getenv("KOLO_JOB_ID"), options);
 }
 
 testing::SpawnOptions no_store() {
@@ -199,8 +199,11 @@ TEST(ShmFlagged, AlltoallvOfMoreRanksThanAFlaggedTableHolds) {
   constexpr int kRanks = static_cast<int>(shm::kFlaggedBytes / 16) + 1;
   testing::SpawnOptions options = no_store();
   options.env = {{"KOLO_SHM_SLOT_BYTES", std::to_string(kRanks * 256 + 4096)}};
+  // Starting 113 processes on two busy cores (under a sanitizer, beside another
+  // test) can take longer than the default 30 s for all of them to attach.
+  options.timeout = 300s;
   testing::run_ranks(kRanks, [](int rank) {
-    auto comm = join();
+    auto comm = join({.connect_timeout = 120s});
     const int n = comm->size();
     std::vector<std::size_t> sizes(n);
     for (int j = 0; j < n; ++j) sizes[j] = static_cast<std::size_t>((rank + j) % 3);  // symmetric: i->j = j->i
