@@ -53,16 +53,16 @@ class HierarchicalCommunicator final : public Communicator {
   }
   void allreduce_scaled(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
                         const ResultScale& scale, Placement placement) override {
-    const int L = layout_.local_size, me = layout_.local_rank;
+    const int L = layout_.local_size;
     if (L == 1) return run(Part::Cross, [&] { cross_->allreduce_scaled(send, recv, count, dtype, op, scale, {}); });
     const std::size_t es = element_size(dtype);
-    const std::vector<std::size_t> counts = shards_of(count);
-    std::vector<std::size_t> bytes(L);
-    for (int j = 0; j < L; ++j) bytes[j] = counts[j] * es;
-    shard_.resize(bytes[me]);
-    run(Part::Local, [&] { local_->reduce_scatter(send, shard_.data(), counts, dtype, op); });
-    run(Part::Cross, [&] { cross_->allreduce_scaled(shard_.data(), shard_.data(), counts[me], dtype, op, scale, {}); });
-    run(Part::Local, [&] { local_->allgatherv(shard_.data(), bytes[me], recv, bytes, {nullptr, placement.recv}); });
+    through_shards(count, dtype, op, scale, [&](const std::vector<std::size_t>& counts) {
+      local_->reduce_scatter(send, shard_.data(), counts, dtype, op);
+    }, [&](const std::vector<std::size_t>& counts) {
+      std::vector<std::size_t> bytes(L);
+      for (int j = 0; j < L; ++j) bytes[j] = counts[j] * es;
+      local_->allgatherv(shard_.data(), bytes[layout_.local_rank], recv, bytes, {nullptr, placement.recv});
+    });
   }
 
   // A fused batch takes the same three steps with the host's steps reading from
@@ -72,16 +72,17 @@ class HierarchicalCommunicator final : public Communicator {
   bool reduces_regions() const override { return layout_.local_size > 1 || cross_->reduces_regions(); }
   void allreduce_regions(std::span<const Region> regions, DataType dtype, ReduceOp op,
                          const ResultScale& scale) override {
-    const int L = layout_.local_size, me = layout_.local_rank;
-    if (L == 1) {
+    if (layout_.local_size == 1) {
       if (!cross_->reduces_regions()) return Communicator::allreduce_regions(regions, dtype, op, scale);
       return run(Part::Cross, [&] { cross_->allreduce_regions(regions, dtype, op, scale); });
     }
-    const std::vector<std::size_t> counts = shards_of(RegionList(regions, element_size(dtype)).count());
-    shard_.resize(counts[me] * element_size(dtype));
-    run(Part::Local, [&] { local_->reduce_scatter_regions(regions, shard_.data(), counts, dtype, op); });
-    run(Part::Cross, [&] { cross_->allreduce_scaled(shard_.data(), shard_.data(), counts[me], dtype, op, scale, {}); });
-    run(Part::Local, [&] { local_->allgather_regions(shard_.data(), regions, counts, dtype); });
+    through_shards(RegionList(regions, element_size(dtype)).count(), dtype, op, scale,
+                   [&](const std::vector<std::size_t>& counts) {
+                     local_->reduce_scatter_regions(regions, shard_.data(), counts, dtype, op);
+                   },
+                   [&](const std::vector<std::size_t>& counts) {
+                     local_->allgather_regions(shard_.data(), regions, counts, dtype);
+                   });
   }
 
   void allgatherv(const void* send, std::size_t send_bytes, void* recv, std::span<const std::size_t> recv_bytes,
@@ -213,12 +214,21 @@ class HierarchicalCommunicator final : public Communicator {
   }
 
  private:
-  // The host's ranks' shares of `count` elements, in local rank order.
-  std::vector<std::size_t> shards_of(std::size_t count) const {
+  // An allreduce of `count` elements with several ranks per host: `reduce(counts)`
+  // reduce-scatters the host's inputs into this rank's shard_ (counts: the
+  // host's ranks' shares, in local rank order), the hosts allreduce and scale
+  // each shard, and `gather(counts)` hands the shards to the host's outputs.
+  template <class Reduce, class Gather>
+  void through_shards(std::size_t count, DataType dtype, ReduceOp op, const ResultScale& scale, Reduce&& reduce,
+                      Gather&& gather) {
     const auto L = static_cast<std::size_t>(layout_.local_size);
     std::vector<std::size_t> counts(L, count / L);
     for (std::size_t j = 0; j < count % L; ++j) ++counts[j];
-    return counts;
+    const std::size_t mine = counts[static_cast<std::size_t>(layout_.local_rank)];
+    shard_.resize(mine * element_size(dtype));
+    run(Part::Local, [&] { reduce(counts); });
+    run(Part::Cross, [&] { cross_->allreduce_scaled(shard_.data(), shard_.data(), mine, dtype, op, scale, {}); });
+    run(Part::Local, [&] { gather(counts); });
   }
 
   int job_rank(Part part, int part_rank) const {
