@@ -68,9 +68,11 @@ std::map<int, Fields> rank_reports(const std::string& out) {
 }
 
 // A rank that reports where it is and whether it can open a TCP connection to
-// the job's store from there.
+// the job's store from there (an IPv6 store address comes in brackets, which
+// bash's /dev/tcp does not take).
 const char kReportScript[] =
-    "if (exec 3<>/dev/tcp/${KOLO_STORE_ADDR%:*}/${KOLO_STORE_ADDR##*:}) 2>/dev/null; then reach=ok; else reach=no; fi; "
+    "store_host=${KOLO_STORE_ADDR%:*}; store_host=${store_host#[}; store_host=${store_host%]}; "
+    "if (exec 3<>/dev/tcp/$store_host/${KOLO_STORE_ADDR##*:}) 2>/dev/null; then reach=ok; else reach=no; fi; "
     "echo rank=$KOLO_RANK size=$KOLO_SIZE local=$KOLO_LOCAL_RANK/$KOLO_LOCAL_SIZE "
     "cross=$KOLO_CROSS_RANK/$KOLO_CROSS_SIZE host=$KOLO_HOSTNAME ns=$(ip netns identify) iface=$KOLO_IFACE "
     "store=$KOLO_STORE_ADDR secret_length=${#KOLO_SECRET} job=$KOLO_JOB_ID cwd=$(pwd) reach=$reach "
@@ -145,8 +147,8 @@ class KolorunMultihostTest : public ::testing::Test {
     if (hosts_) expect_hosts_empty(still_allowed_, settle_time_);
   }
 
-  void make_hosts(int count, const std::string& qdisc = "", bool resolvable_names = false) {
-    hosts_ = std::make_unique<NetnsHosts>(NetnsOptions{count, qdisc, resolvable_names});
+  void make_hosts(int count, const std::string& qdisc = "", bool resolvable_names = false, bool ipv6 = false) {
+    hosts_ = std::make_unique<NetnsHosts>(NetnsOptions{count, qdisc, resolvable_names, ipv6});
   }
 
   // "-H h0:2,h1:2" with the namespace names as host names.
@@ -197,6 +199,30 @@ class KolorunMultihostTest : public ::testing::Test {
     EXPECT_EQ(report.at("secret_length"), "64");
     EXPECT_EQ(report.at("cwd"), fs::current_path().string());
     EXPECT_EQ(report.at("launcher"), "kolorun");
+  }
+
+  // KOLO_STORE_ADDR's beginning for a store on `address`.
+  static std::string store_prefix(const std::string& address) {
+    return address.find(':') == std::string::npos ? address + ":" : "[" + address + "]:";
+  }
+
+  // Three hosts whose names resolve (to IPv6 addresses only, with `ipv6`): each
+  // host's ranks get its address, and the store listens on host 0's.
+  void expect_resolved_addresses(bool ipv6) {
+    make_hosts(3, "", /*resolvable_names=*/true, ipv6);
+    auto result = run_netns_job({"--verbose", "-H", host_list({2, 1, 1}), "bash", "-c", kReportScript});
+    ASSERT_EQ(result.exit_code, 0) << result.err << result.out;
+    auto reports = rank_reports(result.out);
+    ASSERT_EQ(reports.size(), 4u) << result.out;
+    const int host_of[] = {0, 0, 1, 2};
+    for (int r = 0; r < 4; ++r) {
+      EXPECT_EQ(reports[r]["host_addr"], hosts_->address(host_of[r])) << "rank " << r;
+      EXPECT_EQ(reports[r]["ns"], hosts_->name(host_of[r])) << "rank " << r;
+      EXPECT_EQ(reports[r]["store"].rfind(store_prefix(hosts_->address(0)), 0), 0u) << reports[r]["store"];
+      EXPECT_EQ(reports[r]["reach"], "ok") << "rank " << r << " cannot reach the store at " << reports[r]["store"];
+    }
+    // Every namespace host is another host to kolorun, host 0 included.
+    EXPECT_NE(result.err.find("this host's address toward " + hosts_->name(0)), std::string::npos) << result.err;
   }
 
   std::unique_ptr<NetnsHosts> hosts_;
@@ -279,21 +305,48 @@ TEST_F(KolorunMultihostTest, WithoutNetworkInterfaceTheStoreUsesAnAddressTheHost
   EXPECT_EQ(reports[1]["host_addr"], "");
 }
 
-TEST_F(KolorunMultihostTest, RanksGetTheAddressTheirHostNameResolvesTo) {
-  make_hosts(3, "", /*resolvable_names=*/true);
-  auto result = run_netns_job({"--verbose", "-H", host_list({2, 1, 1}), "bash", "-c", kReportScript});
+TEST_F(KolorunMultihostTest, RanksGetTheAddressTheirHostNameResolvesTo) { expect_resolved_addresses(false); }
+
+// Hosts with IPv6 addresses only: the store listens on host 0's, written in
+// brackets before its port, and each host's ranks get the address their host
+// name resolves to.
+TEST_F(KolorunMultihostTest, IPv6OnlyHostsGetTheirAddressesAndReachTheStore) { expect_resolved_addresses(true); }
+
+// Hosts named by their IPv6 addresses, in brackets ("-H [fd00::2]:1"): the
+// ranks get the addresses without them. A launcher script finds each address's
+// namespace.
+TEST_F(KolorunMultihostTest, IPv6HostsGivenAsAddressesGetThemWithoutBrackets) {
+  make_hosts(2, "", /*resolvable_names=*/false, /*ipv6=*/true);
+  std::string enter = "#!/bin/sh\ncase \"$1\" in\n";
+  for (int h = 0; h < 2; ++h) enter += "  \"[" + hosts_->address(h) + "]\") ns=" + hosts_->name(h) + " ;;\n";
+  enter += "  *) echo \"no such host $1\" >&2; exit 1 ;;\nesac\nshift\nexec ip netns exec \"$ns\" \"$@\"\n";
+  const std::string script = dir_.write("enter", enter);
+  const std::string hosts = "[" + hosts_->address(0) + "]:1,[" + hosts_->address(1) + "]:1";
+  auto result = kolo::testing::run_command(
+      kolorun_in_host0({"--launcher-command", script + " {host}", "-H", hosts, "bash", "-c", kReportScript}), 20s);
   ASSERT_EQ(result.exit_code, 0) << result.err << result.out;
   auto reports = rank_reports(result.out);
-  ASSERT_EQ(reports.size(), 4u) << result.out;
-  const int host_of[] = {0, 0, 1, 2};
-  for (int r = 0; r < 4; ++r) {
-    EXPECT_EQ(reports[r]["host_addr"], hosts_->address(host_of[r])) << "rank " << r;
-    EXPECT_EQ(reports[r]["ns"], hosts_->name(host_of[r])) << "rank " << r;
+  ASSERT_EQ(reports.size(), 2u) << result.out;
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(reports[r]["ns"], hosts_->name(r)) << "rank " << r;
+    EXPECT_EQ(reports[r]["host_addr"], hosts_->address(r)) << "rank " << r;
+    EXPECT_EQ(reports[r]["store"].rfind(store_prefix(hosts_->address(0)), 0), 0u) << reports[r]["store"];
     EXPECT_EQ(reports[r]["reach"], "ok") << "rank " << r;
   }
-  EXPECT_EQ(reports[3]["store"].rfind(hosts_->address(0) + ":", 0), 0u) << reports[3]["store"];
-  // Every namespace host is another host to kolorun, host 0 included.
-  EXPECT_NE(result.err.find("this host's address toward " + hosts_->name(0)), std::string::npos) << result.err;
+}
+
+TEST_F(KolorunMultihostTest, IPv6OnlyHostsWithTheirNetworkInterfaceNamed) {
+  make_hosts(2, "", /*resolvable_names=*/false, /*ipv6=*/true);
+  auto result = run_netns_job({"-H", host_list({1, 1}), "--network-interface", NetnsHosts::kInterface, "bash", "-c",
+                               kReportScript});
+  ASSERT_EQ(result.exit_code, 0) << result.err << result.out;
+  auto reports = rank_reports(result.out);
+  ASSERT_EQ(reports.size(), 2u) << result.out;
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(reports[r]["store"].rfind(store_prefix(hosts_->address(0)), 0), 0u) << reports[r]["store"];
+    EXPECT_EQ(reports[r]["reach"], "ok") << "rank " << r;
+    EXPECT_EQ(reports[r]["iface"], NetnsHosts::kInterface);
+  }
 }
 
 TEST_F(KolorunMultihostTest, KoloHostAddrSetByTheUserIsPassedUnchanged) {
@@ -418,8 +471,9 @@ class KolorunSuiteAcrossHosts : public KolorunMultihostTest {
  protected:
   // kolorun in host 0 runs the suite with `slots` ranks per host; `env` goes to
   // the ranks. Expects every rank to pass and rank 0 to have chosen `communicator`.
-  void run_suite(const std::vector<int>& slots, const std::vector<std::string>& env, const std::string& communicator) {
-    make_hosts(static_cast<int>(slots.size()), "", /*resolvable_names=*/true);
+  void run_suite(const std::vector<int>& slots, const std::vector<std::string>& env, const std::string& communicator,
+                 bool ipv6 = false) {
+    make_hosts(static_cast<int>(slots.size()), "", /*resolvable_names=*/true, ipv6);
     int size = 0;
     for (int n : slots) size += n;
     // The hosts share this machine's CPUs: binding each host's ranks to "its"
@@ -458,6 +512,16 @@ TEST_F(KolorunSuiteAcrossHosts, TwoHostsTwoRanksEachHierarchicalOverGloo) {
 
 TEST_F(KolorunSuiteAcrossHosts, ThreeHostsOneRankEachOverGloo) {
   run_suite({1, 1, 1}, {"KOLO_BACKEND=gloo", "KOLO_HIERARCHICAL=1"}, "hierarchical");
+}
+
+// Hosts with IPv6 addresses only: kolo's TCP connections and Gloo's pairs
+// between them.
+TEST_F(KolorunSuiteAcrossHosts, IPv6OnlyHostsTwoRanksEachHierarchical) {
+  run_suite({2, 2}, {}, "hierarchical", /*ipv6=*/true);
+}
+
+TEST_F(KolorunSuiteAcrossHosts, IPv6OnlyHostsOverGloo) {
+  run_suite({1, 1}, {"KOLO_BACKEND=gloo"}, "gloo", /*ipv6=*/true);
 }
 
 // The suite program itself, on this host: a wrong result is reported per

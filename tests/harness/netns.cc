@@ -66,7 +66,7 @@ void kill_and_delete(const std::string& name) {
 
 // Every host's /etc/hosts: localhost plus each host's name and address.
 void write_hosts_files(const std::vector<std::string>& names, const std::vector<std::string>& addresses) {
-  std::string table = "127.0.0.1 localhost\n";
+  std::string table = "127.0.0.1 localhost\n::1 localhost\n";
   for (std::size_t i = 0; i < names.size(); ++i) table += addresses[i] + " " + names[i] + "\n";
   for (const auto& name : names) {
     fs::create_directories(kNetnsEtcDir / name);
@@ -141,7 +141,9 @@ bool NetnsHosts::qdisc_available(const std::string& qdisc) {
 NetnsHosts::NetnsHosts(const NetnsOptions& options) {
   remove_stale_namespaces();
   prefix_ = kNamePrefix + std::to_string(::getpid()) + "-" + random_hex(4);
-  const std::string subnet = "10.231." + std::to_string(std::random_device{}() % 256) + ".";
+  const unsigned s = std::random_device{}() % 256;
+  const std::string subnet = options.ipv6 ? "fd00:231:" + std::to_string(s) + "::" : "10.231." + std::to_string(s) + ".";
+  const std::string prefix_length = options.ipv6 ? "/64" : "/24";
   try {
     switch_name_ = prefix_ + "-sw";
     run_ip({"netns", "add", switch_name_});
@@ -158,7 +160,11 @@ NetnsHosts::NetnsHosts(const NetnsOptions& options) {
       run_ip({"-n", name, "link", "add", "name", kInterface, "type", "veth", "peer", "name", port, "netns", switch_name_});
       run_ip({"-n", switch_name_, "link", "set", port, "master", "br0"});
       run_ip({"-n", switch_name_, "link", "set", port, "up"});
-      run_ip({"-n", name, "addr", "add", address + "/24", "dev", kInterface});
+      // nodad: usable at once, not after duplicate address detection's second.
+      if (options.ipv6)
+        run_ip({"-n", name, "addr", "add", address + prefix_length, "dev", kInterface, "nodad"});
+      else
+        run_ip({"-n", name, "addr", "add", address + prefix_length, "dev", kInterface});
       run_ip({"-n", name, "link", "set", kInterface, "up"});
       if (!options.qdisc.empty()) must_run(tc_qdisc_command(name, kInterface, options.qdisc));
       names_.push_back(name);
@@ -177,7 +183,8 @@ NetnsHosts::~NetnsHosts() {
 
 std::string NetnsHosts::unused_address() const {
   const std::string& first = addresses_.front();
-  return first.substr(0, first.rfind('.') + 1) + "200";
+  const bool v6 = first.find(':') != std::string::npos;
+  return first.substr(0, first.rfind(v6 ? ':' : '.') + 1) + (v6 ? "c8" : "200");
 }
 
 std::vector<std::string> NetnsHosts::exec_prefix(int i) const { return {"ip", "netns", "exec", name(i)}; }

@@ -1,7 +1,8 @@
 // "Hosts" for multi-host tests, made of Linux network namespaces on this machine.
 //
 // NetnsHosts creates N namespaces (kolo-<test pid>-<random>-h<i>), each with
-// loopback up and one interface, kolo0, holding 10.231.<s>.<i+1>/24. The kolo0
+// loopback up and one interface, kolo0, holding 10.231.<s>.<i+1>/24 (or, IPv6
+// only, fd00:231:<s>::<i+1>/64: NetnsOptions::ipv6). The kolo0
 // interfaces are veth pairs whose other ends sit on a bridge inside a further
 // namespace (...-sw), so the hosts reach each other and nothing else: no address
 // is ever added to this machine's own interfaces. Optionally each kolo0 gets a
@@ -34,6 +35,8 @@ struct NetnsOptions {
   // bind-mounts /etc/netns/<namespace>/hosts over /etc/hosts, and NetnsHosts
   // writes that file (removed with the namespaces). Off: the names resolve nowhere.
   bool resolvable_names = false;
+  // IPv6 only: kolo0 holds fd00:231:<s>::<i+1>/64 and no IPv4 address.
+  bool ipv6 = false;
 };
 
 class NetnsHosts {
@@ -54,7 +57,7 @@ class NetnsHosts {
   int size() const { return static_cast<int>(names_.size()); }
   // The namespace name of host i; tests use it as the host name too.
   const std::string& name(int i) const { return names_.at(static_cast<std::size_t>(i)); }
-  // 10.231.<s>.<i+1>
+  // 10.231.<s>.<i+1> (fd00:231:<s>::<i+1>)
   const std::string& address(int i) const { return addresses_.at(static_cast<std::size_t>(i)); }
   // An address in the hosts' subnet that no host has.
   std::string unused_address() const;

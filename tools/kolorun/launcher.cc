@@ -15,6 +15,7 @@
 #include "plan/host_plan.h"
 #include "plan/rank_environment.h"
 #include "plan/server_plan.h"
+#include "plan/ip_address.h"
 #include "plan/store_endpoint.h"
 #include "remote/env_export.h"
 #include "remote/remote_spawner.h"
@@ -193,7 +194,7 @@ int run_launcher(const std::vector<std::string>& args) {
   duty.flight_dir = user_flight_dir && *user_flight_dir ? "" : job.flight_dir;
   JobWatchdog watchdog(std::move(duty));
   kolo::store::StoreServer store(job.secret, endpoint.address, 0);
-  job.store_addr = endpoint.address + ":" + std::to_string(store.port());
+  job.store_addr = address_with_port(endpoint.address, store.port());
   if (options.mpi) {
     const int status = run_mpi(options, plan, job, signals, endpoint.reason);
     watchdog.sweep();

@@ -29,7 +29,8 @@ bool resolves_to_loopback(const std::string& host) {
   return loopback;
 }
 
-// The interface's first IPv4 address, else its first IPv6 one; empty if none.
+// The interface's first IPv4 address, else its first IPv6 one that is not
+// link-local (which needs a scope the peers would not know); empty if none.
 std::string interface_address(const std::string& iface) {
   ifaddrs* list = nullptr;
   if (getifaddrs(&list) != 0) return "";
@@ -41,7 +42,9 @@ std::string interface_address(const std::string& iface) {
       inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, text, sizeof text);
       v4 = text;
     } else if (a->ifa_addr->sa_family == AF_INET6 && v6.empty()) {
-      inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(a->ifa_addr)->sin6_addr, text, sizeof text);
+      const in6_addr& address = reinterpret_cast<sockaddr_in6*>(a->ifa_addr)->sin6_addr;
+      if (IN6_IS_ADDR_LINKLOCAL(&address)) continue;
+      inet_ntop(AF_INET6, &address, text, sizeof text);
       v6 = text;
     }
   }

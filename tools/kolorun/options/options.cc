@@ -233,9 +233,10 @@ options:
                         'ip netns exec {host}' (kolorun must be at the same path)
   --network-interface IF
                         the interface the other hosts reach this one on: the
-                        store listens on its IPv4 address; ranks get KOLO_IFACE
-                        (without it, each host's ranks get KOLO_HOST_ADDR when
-                        kolorun knows an address for the host)
+                        store listens on its IPv4 (else IPv6) address; ranks
+                        get KOLO_IFACE (without it, each host's ranks get
+                        KOLO_HOST_ADDR when kolorun knows an address for the
+                        host)
   --bind-to core|none   core (default): each rank on its own equal share of the
                         CPUs of its host, as mpirun binds; none when the ranks
                         of a host outnumber its CPUs, or with none

@@ -11,30 +11,26 @@
 #include <sstream>
 
 #include "launch_error.h"
+#include "plan/ip_address.h"
 
 namespace kolorun {
 namespace {
 
-bool is_ipv4_literal(const std::string& text) {
-  in_addr parsed{};
-  return ::inet_pton(AF_INET, text.c_str(), &parsed) == 1;
-}
-
-// The first IPv4 address `name` resolves to here, unless it is loopback: a name
-// that resolves to loopback here (Debian's 127.0.1.1 for the own host name) says
-// nothing about the address other hosts reach.
-std::optional<std::string> resolved_ipv4(const std::string& name) {
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* result = nullptr;
-  if (::getaddrinfo(name.c_str(), nullptr, &hints, &result) != 0 || result == nullptr) return std::nullopt;
-  std::unique_ptr<addrinfo, void (*)(addrinfo*)> owner(result, ::freeaddrinfo);
-  const auto* address = reinterpret_cast<const sockaddr_in*>(result->ai_addr);
-  if ((ntohl(address->sin_addr.s_addr) >> 24) == 127) return std::nullopt;
-  char text[INET_ADDRSTRLEN] = {};
-  ::inet_ntop(AF_INET, &address->sin_addr, text, sizeof(text));
-  return std::string(text);
+// The first address `name` resolves to here (IPv4 before IPv6) that is not
+// loopback: a name that resolves to loopback here (Debian's 127.0.1.1 for the own
+// host name) says nothing about the address other hosts reach.
+std::optional<std::string> resolved_address(const std::string& name) {
+  for (const int family : {AF_INET, AF_INET6}) {
+    addrinfo hints{};
+    hints.ai_family = family;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* result = nullptr;
+    if (::getaddrinfo(name.c_str(), nullptr, &hints, &result) != 0 || result == nullptr) continue;
+    std::unique_ptr<addrinfo, void (*)(addrinfo*)> owner(result, ::freeaddrinfo);
+    if (is_loopback_address(*result->ai_addr)) continue;
+    if (auto text = usable_address_text(*result->ai_addr)) return text;
+  }
+  return std::nullopt;
 }
 
 // Whether kolorun passes KOLO_HOST_ADDR at all.
@@ -46,10 +42,10 @@ bool passes_host_addresses(const HostPlan& plan, const std::string& network_inte
 // The address for `host`'s ranks, or nullopt when kolorun knows none.
 std::optional<std::string> reachable_host_address(const std::string& host, const std::string& store_address) {
   if (is_this_host(host)) return store_address;
-  const std::string name = host_part(host);
+  const std::string name = without_brackets(host_part(host));
   // The user named the address; it is taken as given, loopback included.
-  if (is_ipv4_literal(name)) return name;
-  return resolved_ipv4(name);
+  if (is_ip_literal(name)) return name;
+  return resolved_address(name);
 }
 
 }  // namespace

@@ -7,9 +7,10 @@
 // was given (ranks then get KOLO_IFACE) and the user did not set KOLO_HOST_ADDR
 // (which then travels unchanged). For a host, the address is:
 //  - this host: the store's address, which every other host must reach anyway;
-//  - a host given as an IPv4 address (after ssh's user@): that address;
-//  - a host name that resolves here to an IPv4 address that is not loopback:
-//    that address;
+//  - a host given as an IPv4 or IPv6 address (after ssh's user@, an IPv6 one
+//    with or without brackets): that address;
+//  - a host name that resolves here to an address that is not loopback (IPv4
+//    where it has both; IPv6 link-local never): that address;
 //  - otherwise none, and the rank falls back as above.
 #pragma once
 

@@ -7,6 +7,8 @@
 #include <cerrno>
 
 #include "options/program_path.h"
+#include "options/host_list.h"
+#include "plan/ip_address.h"
 #include "plan/rank_environment.h"
 #include "remote/remote_protocol.h"
 
@@ -43,6 +45,14 @@ long whole_seconds(std::chrono::milliseconds duration) {
   return std::max<long>(1, static_cast<long>((duration.count() + 999) / 1000));
 }
 
+// ssh takes an IPv6 address bare ("user@fd00::2"), not in the brackets a host
+// list needs to tell it from a slot count.
+std::string ssh_destination(const std::string& host) {
+  const auto at = host.find('@');
+  const std::string user = at == std::string::npos ? "" : host.substr(0, at + 1);
+  return user + without_brackets(host_part(host));
+}
+
 std::vector<std::string> ssh_command_line(const RemoteAccess& access, const std::string& host) {
   std::vector<std::string> words = {"ssh", "-T"};
   // ssh keeps the first value it sees for an option: the user's come first.
@@ -55,7 +65,7 @@ std::vector<std::string> ssh_command_line(const RemoteAccess& access, const std:
     words.insert(words.end(), {"-o", option});
   if (access.ssh_port) words.insert(words.end(), {"-p", std::to_string(*access.ssh_port)});
   if (!access.ssh_identity_file.empty()) words.insert(words.end(), {"-i", access.ssh_identity_file});
-  words.push_back(host);
+  words.push_back(ssh_destination(host));
   words.push_back("exec " + shell_quote(access.kolorun_path) + " " + kRemoteExecFlag);
   return words;
 }
