@@ -644,18 +644,24 @@ class KolorunSshTest : public KolorunMultihostTest {
     KolorunMultihostTest::SetUp();
     if (IsSkipped()) return;
     if (auto why = SshServer::unavailable()) GTEST_SKIP() << *why;
-    make_hosts(2);
+    make_hosts(2, "", /*resolvable_names=*/false, ipv6());
     ssh_ = std::make_unique<SshServer>(*hosts_, 1, dir_);
     still_allowed_ = {ssh_->pid()};
     // sshd notices a vanished client after ClientAliveInterval * ClientAliveCountMax.
     settle_time_ = 6s;
   }
 
+  // Hosts with IPv6 addresses only, named by them in brackets.
+  virtual bool ipv6() const { return false; }
+
+  // Host 1 as -H names it: its address.
+  std::string remote_host() const { return ipv6() ? "[" + hosts_->address(1) + "]" : hosts_->address(1); }
+
   // kolorun in host 0 with one local rank and `remote_slots` ranks on host 1 over ssh.
   std::vector<std::string> ssh_job(const std::vector<std::string>& args, int remote_slots = 1) const {
-    return kolorun_in_host0(concat(concat(ssh_->kolorun_flags(),
-                                          {"-H", "localhost:1," + hosts_->address(1) + ":" + std::to_string(remote_slots)}),
-                                   args));
+    return kolorun_in_host0(
+        concat(concat(ssh_->kolorun_flags(), {"-H", "localhost:1," + remote_host() + ":" + std::to_string(remote_slots)}),
+               args));
   }
 
   std::unique_ptr<SshServer> ssh_;
@@ -683,6 +689,27 @@ TEST_F(KolorunSshTest, RanksStartOverSshAndReachTheStore) {
   EXPECT_EQ(reports[2]["host_addr"], hosts_->address(1));
   EXPECT_EQ(reports[0]["cross"], "0/2");
   EXPECT_EQ(reports[1]["cross"], "1/2");
+}
+
+// The same over IPv6: ssh gets the address without brackets, the ranks too.
+class KolorunSshIPv6Test : public KolorunSshTest {
+ protected:
+  bool ipv6() const override { return true; }
+};
+
+TEST_F(KolorunSshIPv6Test, RanksStartOverSshAtABracketedAddress) {
+  auto result = kolo::testing::run_command(ssh_job({"bash", "-c", kReportScript}), 20s);
+  ASSERT_EQ(result.exit_code, 0) << result.err << result.out;
+  auto reports = rank_reports(result.out);
+  ASSERT_EQ(reports.size(), 2u) << result.out;
+  EXPECT_EQ(reports[1]["ns"], hosts_->name(1)) << "rank 1 did not run behind sshd";
+  EXPECT_EQ(reports[1]["host"], remote_host());
+  EXPECT_EQ(reports[1]["host_addr"], hosts_->address(1));
+  EXPECT_EQ(reports[0]["host_addr"], hosts_->address(0));
+  for (int r : {0, 1}) {
+    EXPECT_EQ(reports[r]["store"].rfind(store_prefix(hosts_->address(0)), 0), 0u) << reports[r]["store"];
+    EXPECT_EQ(reports[r]["reach"], "ok") << "rank " << r;
+  }
 }
 
 TEST_F(KolorunSshTest, RemoteRankFailureOverSshEndsTheJob) {
