@@ -190,9 +190,11 @@ TEST(KoloBenchCore, ResNet50HasItsRealParameterCount) {
 
 using ProcessResult = Subprocess::Result;
 
-ProcessResult kolo_bench(int nranks, std::vector<std::string> args, const Subprocess::Environment& env = {}) {
-  std::vector<std::string> argv = {KOLORUN_PATH, "-np", std::to_string(nranks), "--no-tag-output", "--timeout", "60",
-                                   KOLO_BENCH_PATH};
+ProcessResult kolo_bench(int nranks, std::vector<std::string> args, const Subprocess::Environment& env = {},
+                         int servers = 0) {
+  std::vector<std::string> argv = {KOLORUN_PATH, "-np", std::to_string(nranks), "--no-tag-output", "--timeout", "60"};
+  if (servers > 0) argv.insert(argv.end(), {"--num-servers", std::to_string(servers)});
+  argv.push_back(KOLO_BENCH_PATH);
   argv.insert(argv.end(), args.begin(), args.end());
   return run_command(argv, std::chrono::seconds(90), env);
 }
@@ -341,6 +343,25 @@ TEST(KoloBench, TrainingStepReportsPerTensorAgainstFused) {
   EXPECT_EQ(j.at("results")[1].at("variant"), "api-fused");
   EXPECT_EQ(j.at("results")[2].at("variant"), "comm-fused");
   EXPECT_GT(j.at("overhead_vs_api_fused").get<double>(), 0);
+}
+
+// With parameter servers --mode comm times the communicator through them, and
+// --mode step the API's two variants (the servers serve init()'s session, not
+// one beside it, so the communicator-alone variant is left out).
+TEST(KoloBench, ModesRunThroughParameterServers) {
+  const ProcessResult comm = kolo_bench(2, {"--mode", "comm", "--sizes", "8,64K", "--warmup", "1", "--iters", "3",
+                                            "--check", "--json"}, {}, /*servers=*/1);
+  ASSERT_EQ(comm.exit_code, 0) << comm.out << comm.err;
+  EXPECT_EQ(json_of(comm).at("extra").at("communicator"), "ps");
+  EXPECT_EQ(json_of(comm).at("wrong_total"), 0);
+  const ProcessResult step = kolo_bench(2, {"--mode", "step", "--max-bytes", "1M", "--warmup", "1", "--iters", "2",
+                                            "--check", "--json"}, {}, /*servers=*/1);
+  ASSERT_EQ(step.exit_code, 0) << step.out << step.err;
+  const auto j = json_of(step);
+  EXPECT_EQ(j.at("wrong_total"), 0);
+  ASSERT_EQ(j.at("results").size(), 2u);
+  EXPECT_EQ(j.at("results")[0].at("variant"), "api-per-tensor");
+  EXPECT_EQ(j.at("results")[1].at("variant"), "api-fused");
 }
 
 TEST(KoloBench, BadArgumentsExitWithUsageErrorAndAMessage) {

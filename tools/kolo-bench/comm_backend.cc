@@ -7,13 +7,7 @@
 
 namespace kolo::bench {
 
-namespace {
-// init() numbers its sessions 0, 1, ...; this one never collides with them.
-constexpr int kBenchGeneration = 1 << 30;
-}  // namespace
-
-BenchCommunicator make_bench_communicator() {
-  int generation = kBenchGeneration;
+BenchCommunicator make_bench_communicator(int generation) {
   auto job = bootstrap::Job::join(generation);
   auto comm = job.communicator();
   return BenchCommunicator{std::move(job), std::move(comm)};

@@ -21,9 +21,16 @@ struct BenchCommunicator {
 
 // Joins the job and builds the communicator init() would (KOLO_BACKEND and the
 // job's layout choose: shm on one host, self for one rank, tcp or hierarchical
-// across hosts), as a session of its own (its own rendezvous keys and
-// shared-memory names), so that it never meets the engine's.
-BenchCommunicator make_bench_communicator();
+// across hosts, through the parameter servers where the job has them) as
+// session `generation` (its rendezvous keys and shared-memory names).
+BenchCommunicator make_bench_communicator(int generation);
+
+// The session --mode comm runs as: init() is never called there, so it is the
+// first, which is also the one parameter servers serve first.
+constexpr int kCommModeGeneration = 0;
+// A session beside init()'s (numbered 0, 1, ...), which it never meets. No
+// parameter server serves it: they serve init()'s sessions in turn.
+constexpr int kBesideInitGeneration = 1 << 30;
 
 class CommBackend : public Backend {
  public:

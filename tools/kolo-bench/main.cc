@@ -54,7 +54,7 @@ int run(const std::vector<std::string>& args) {
     return 0;
   }
   if (mode == Mode::Comm) {
-    CommBackend backend(make_bench_communicator(), buffers);
+    CommBackend backend(make_bench_communicator(kCommModeGeneration), buffers);
     return run_sweep(options, backend, "kolo-bench", std::cout);
   }
   KoloSession session;

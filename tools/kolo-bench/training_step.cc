@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "comm/ps/ps_settings.h"
 #include "comm_backend.h"
 #include "core/report.h"
 #include "kolo/kolo.h"
@@ -181,10 +182,11 @@ int run_training_step(const BenchOptions& o, std::ostream& out) {
   const std::int64_t wrong = o.check ? sum_over_ranks(step.wrong()) : -1;
 
   // The floor: the same bytes on a communicator of its own, no engine at all (Sum:
-  // the communicator has no Average; the data movement is the same).
+  // the communicator has no Average; the data movement is the same). Not with
+  // parameter servers, which serve init()'s session only while it lasts.
   barrier({"kolo-bench/step/comm", {}});
-  {
-    auto bench = make_bench_communicator();
+  if (comm::ps::PsSettings::from_env().servers == 0) {
+    auto bench = make_bench_communicator(kBesideInitGeneration);
     comm::Communicator* comm = bench.comm.get();
     std::vector<float> raw(step.total_params(), 1.0f);
     variants.push_back(variant("comm-fused", 1, time_steps([&] {
