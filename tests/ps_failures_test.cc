@@ -223,8 +223,10 @@ TEST(PsFailures, StoppedWorkerIsNamedByTheServerOnEveryWorker) {
 // A worker that sends a malformed push, or pushes out of step with the others,
 // is named by the server; the server does not crash, and leaves.
 TEST(PsFailures, ProtocolBreakersAreNamed) {
-  for (const bool malformed : {true, false}) {
-    SCOPED_TRACE(malformed ? "malformed push" : "push out of step");
+  enum class Breach { Malformed, OtherCount, OtherScale };
+  for (const Breach breach : {Breach::Malformed, Breach::OtherCount, Breach::OtherScale}) {
+    const bool malformed = breach == Breach::Malformed;
+    SCOPED_TRACE(malformed ? "malformed push" : breach == Breach::OtherCount ? "another count" : "another scale");
     auto outcomes = spawn_ranks(2, [&](int rank) {
       auto store = connect_job_store();
       std::vector<float> data(100, 1.0f);
@@ -237,6 +239,7 @@ TEST(PsFailures, ProtocolBreakersAreNamed) {
           EXPECT_EQ(e.peer_rank(), 1) << e.what();
           EXPECT_TRUE(contains(e.what(), malformed ? "rank 1 sent a malformed push" : "rank 1 is out of step"))
               << e.what();
+          if (breach == Breach::OtherScale) EXPECT_TRUE(contains(e.what(), "divided by 2")) << e.what();
         }
         return;
       }
@@ -246,7 +249,10 @@ TEST(PsFailures, ProtocolBreakersAreNamed) {
       comm::CommunicatorOptions options;
       auto workers = comm::make_shm_communicator(1, 2, std::string(std::getenv("KOLO_JOB_ID")) + "-0", options);
       comm::tcp::Mesh mesh(comm::ps::server_group(0, 1, 2, 2), *store, comm::GlooNetwork{}, options, std::getenv("KOLO_SECRET"));
-      comm::ps::PushHeader push{comm::ps::Kind::Push, DataType::Float32, ReduceOp::Sum, 0, 0, 101};
+      // Rank 0 pushes 100 floats to be summed as they are.
+      comm::ps::PushHeader push{comm::ps::Kind::Push, DataType::Float32, ReduceOp::Sum, 0, 0, 100};
+      if (breach == Breach::OtherCount) push.count = 101;
+      if (breach == Breach::OtherScale) push.scale = comm::ResultScale::divide(2);
       comm::ps::EncodedHeader header = comm::ps::encode(push);
       if (malformed) header[0] ^= 0xff;
       comm::tcp::Exchange out(mesh, "a test's push");

@@ -24,6 +24,11 @@ class ResultScale {
   static ResultScale divide(std::int64_t divisor) { return ResultScale(1.0, divisor); }
 
   bool is_identity() const { return factor_ == 1.0 && divisor_ == 1; }
+  // What multiply() or divide() was given (1 for the other); a parameter server
+  // gets them in each push, to scale the sum it answers with.
+  double factor() const { return factor_; }
+  std::int64_t divisor() const { return divisor_; }
+  bool operator==(const ResultScale&) const = default;
   // Inline up to the arithmetic: a plain sum (every 8-byte loss allreduce) has none.
   void apply(void* data, std::size_t count, DataType dtype) const {
     if (!is_identity()) apply_arithmetic(data, count, dtype);

@@ -44,14 +44,19 @@ class PsCommunicator final : public Communicator {
 
   // Through the servers the data is copied whatever memory it lies in.
   void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
-                 Placement = {}) override {
+                 Placement placement = {}) override {
+    allreduce_scaled(send, recv, count, dtype, op, ResultScale(), placement);
+  }
+  // The servers scale each partition as they reduce it.
+  void allreduce_scaled(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
+                        const ResultScale& scale, Placement) override {
     if (op == ReduceOp::Average)
       throw InvalidArgumentError("ps communicator: allreduce takes Sum, Min, Max or Product (the engine divides)");
     element_size(dtype);  // an invalid dtype throws here, before anything is posted
     const std::uint64_t call = calls_++;
     if (count == 0) return;
     direct::guarded(mesh_, [&] {
-      push_and_pull(call, static_cast<const std::byte*>(send), static_cast<std::byte*>(recv), count, dtype, op);
+      push_and_pull(call, static_cast<const std::byte*>(send), static_cast<std::byte*>(recv), count, dtype, op, scale);
     });
   }
 
@@ -88,7 +93,7 @@ class PsCommunicator final : public Communicator {
   // result comes back into `recv`. In place is safe: a server answers a
   // partition only after it has all of this worker's push of it.
   void push_and_pull(std::uint64_t call, const std::byte* send, std::byte* recv, std::size_t count, DataType dtype,
-                     ReduceOp op) {
+                     ReduceOp op, const ResultScale& scale) {
     mesh_.check_usable();
     const std::size_t esize = element_size(dtype);
     const std::size_t per = plan_.elements_per_partition(dtype);
@@ -99,7 +104,7 @@ class PsCommunicator final : public Communicator {
       const std::size_t first = p * per;
       const std::size_t n = std::min(per, count - first);
       const auto index = static_cast<std::uint32_t>(p);
-      headers_[p] = encode(PushHeader{Kind::Push, dtype, op, call, index, n});
+      headers_[p] = encode(PushHeader{Kind::Push, dtype, op, call, index, n, scale});
       const int server = plan_.owner(call, index);
       exchange.send(server, headers_[p].data(), headers_[p].size());
       exchange.send(server, send + first * esize, n * esize);

@@ -1,6 +1,7 @@
 #include "comm/ps/ps_protocol.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "kolo/error.h"
@@ -34,11 +35,15 @@ std::uint64_t mix(std::uint64_t x) {
 
 std::string PushHeader::describe() const {
   if (kind == Kind::Bye) return "bye";
-  return "push of allreduce " + std::to_string(call) + ", partition " + std::to_string(partition) + ": " +
-         std::to_string(count) + " " + to_string(dtype) + " (" + to_string(op) + ")";
+  std::string text = "push of allreduce " + std::to_string(call) + ", partition " + std::to_string(partition) + ": " +
+                     std::to_string(count) + " " + to_string(dtype) + " (" + to_string(op);
+  if (scale.divisor() != 1) text += ", divided by " + std::to_string(scale.divisor());
+  else if (!scale.is_identity()) text += ", times " + std::to_string(scale.factor());
+  return text + ")";
 }
 
-// Layout: magic u32 | kind u8 | dtype u8 | op u8 | 0 u8 | call u64 | partition u32 | 0 u32 | count u64
+// Layout: magic u32 | kind u8 | dtype u8 | op u8 | 0 u8 | call u64 | partition u32 | 0 u32 | count u64 |
+//         scale factor f64 | scale divisor i64
 EncodedHeader encode(const PushHeader& h) {
   EncodedHeader out{};
   put(out, 0, kMagic);
@@ -48,6 +53,8 @@ EncodedHeader encode(const PushHeader& h) {
   put(out, 8, h.call);
   put(out, 16, h.partition);
   put(out, 24, h.count);
+  put(out, 32, h.scale.factor());
+  put(out, 40, h.scale.divisor());
   return out;
 }
 
@@ -65,6 +72,12 @@ PushHeader decode(const EncodedHeader& in) {
   h.call = get<std::uint64_t>(in, 8);
   h.partition = get<std::uint32_t>(in, 16);
   h.count = get<std::uint64_t>(in, 24);
+  const auto factor = get<double>(in, 32);
+  const auto divisor = get<std::int64_t>(in, 40);
+  if (!std::isfinite(factor) || divisor < 1 || (divisor != 1 && factor != 1.0))
+    throw InvalidArgumentError("scale (factor " + std::to_string(factor) + ", divisor " + std::to_string(divisor) +
+                               ") is none a server applies");
+  h.scale = divisor != 1 ? ResultScale::divide(divisor) : ResultScale::multiply(factor);
   if (h.count > kMaxPushBytes / element_size(h.dtype))
     throw InvalidArgumentError(std::to_string(h.count) + " elements of " + to_string(h.dtype) + " exceed the " +
                                std::to_string(kMaxPushBytes) + " bytes a push may carry");

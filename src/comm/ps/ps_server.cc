@@ -83,8 +83,9 @@ class Session {
     in.wait();
   }
 
-  // Reduces in worker-rank order into the free one of two answer buffers and
-  // sends it to every worker; the sends move while the next push comes in.
+  // Reduces in worker-rank order into the free one of two answer buffers, scales
+  // it as the push says, and sends it to every worker; the sends move while the
+  // next push comes in.
   void answer(const PushHeader& push) {
     auto& pending = answering_[turn_];
     if (pending) {
@@ -97,6 +98,7 @@ class Session {
     // (a reduction would, for one, normalize bools).
     if (setup_.workers == 1) std::memcpy(sum.data(), sources_[0], sum.size());
     else reduce_many(sum.data(), sources_.data(), setup_.workers, static_cast<std::size_t>(push.count), push.dtype, push.op);
+    push.scale.apply(sum.data(), static_cast<std::size_t>(push.count), push.dtype);
     pending.emplace(mesh_, "a parameter server's answer");
     for (int w = 0; w < setup_.workers; ++w) pending->send(member(w), sum.data(), sum.size());
     turn_ ^= 1;
