@@ -5,16 +5,17 @@
 // An allreduce of a worker is cut into partitions (PartitionPlan); partition p
 // of the worker's allreduce number c goes to server owner(c, p). To that server
 // the worker sends
-//   a push header (kPushHeaderBytes, one frame): kind Push, dtype, op, c, p, count,
-//   and the scale the result takes (an Average's division, a postscale)
+//   a push header (kPushHeaderBytes, one frame): kind Push, dtype, op, c, p,
+//     count, and the scale the result takes (an Average's division, a postscale)
 //   the partition's data (one frame of count elements)
 // and the server answers, once every worker's push of (c, p) is in, with their
 // reduction in worker-rank order, scaled (one frame of count elements): the
-// pull's answer. The server scales the partition it has just reduced, while it is
-// in cache, so that no worker makes a pass over the whole result. Every worker makes the same allreduces in the same order (the
-// engine's negotiation guarantees it), so a server receives the same sequence
-// of pushes from every worker and serves them in that order. At an orderly end
-// each worker sends one header of kind Bye to every server.
+// pull's answer. The server scales the partition it has just reduced, while it
+// is in cache, so that no worker makes a pass over the whole result. Every
+// worker makes the same allreduces in the same order (the engine's negotiation
+// guarantees it), so a server receives the same sequence of pushes from every
+// worker and serves them in that order. At an orderly end each worker sends one
+// header of kind Bye to every server.
 #pragma once
 
 #include <array>
