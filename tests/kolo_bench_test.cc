@@ -362,6 +362,7 @@ TEST(KoloBench, ModesRunThroughParameterServers) {
   ASSERT_EQ(j.at("results").size(), 2u);
   EXPECT_EQ(j.at("results")[0].at("variant"), "api-per-tensor");
   EXPECT_EQ(j.at("results")[1].at("variant"), "api-fused");
+  EXPECT_FALSE(j.contains("overhead_vs_comm"));
 }
 
 TEST(KoloBench, BadArgumentsExitWithUsageErrorAndAMessage) {
