@@ -160,11 +160,9 @@ NetnsHosts::NetnsHosts(const NetnsOptions& options) {
       run_ip({"-n", name, "link", "add", "name", kInterface, "type", "veth", "peer", "name", port, "netns", switch_name_});
       run_ip({"-n", switch_name_, "link", "set", port, "master", "br0"});
       run_ip({"-n", switch_name_, "link", "set", port, "up"});
-      // nodad: usable at once, not after duplicate address detection's second.
-      if (options.ipv6)
-        run_ip({"-n", name, "addr", "add", address + prefix_length, "dev", kInterface, "nodad"});
-      else
-        run_ip({"-n", name, "addr", "add", address + prefix_length, "dev", kInterface});
+      std::vector<std::string> add = {"-n", name, "addr", "add", address + prefix_length, "dev", kInterface};
+      if (options.ipv6) add.push_back("nodad");  // usable at once, not after duplicate address detection
+      run_ip(add);
       run_ip({"-n", name, "link", "set", kInterface, "up"});
       if (!options.qdisc.empty()) must_run(tc_qdisc_command(name, kInterface, options.qdisc));
       names_.push_back(name);
