@@ -21,13 +21,8 @@ namespace {
 // host name) says nothing about the address other hosts reach.
 std::optional<std::string> resolved_address(const std::string& name) {
   for (const int family : {AF_INET, AF_INET6}) {
-    addrinfo hints{};
-    hints.ai_family = family;
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* result = nullptr;
-    if (::getaddrinfo(name.c_str(), nullptr, &hints, &result) != 0 || result == nullptr) continue;
-    std::unique_ptr<addrinfo, void (*)(addrinfo*)> owner(result, ::freeaddrinfo);
-    if (is_loopback_address(*result->ai_addr)) continue;
+    const ResolvedAddresses result = resolve(name, family, SOCK_STREAM);
+    if (!result || is_loopback_address(*result->ai_addr)) continue;
     if (auto text = usable_address_text(*result->ai_addr)) return text;
   }
   return std::nullopt;

@@ -43,4 +43,13 @@ bool is_loopback_address(const sockaddr& address) {
   return false;
 }
 
+ResolvedAddresses resolve(const std::string& name, int family, int socktype, const char* port) {
+  addrinfo hints{};
+  hints.ai_family = family;
+  hints.ai_socktype = socktype;
+  addrinfo* result = nullptr;
+  if (::getaddrinfo(name.c_str(), port, &hints, &result) != 0) result = nullptr;
+  return ResolvedAddresses(result, ::freeaddrinfo);
+}
+
 }  // namespace kolorun

@@ -2,8 +2,10 @@
 // as text, an IPv6 one written in brackets where a port follows it.
 #pragma once
 
+#include <netdb.h>
 #include <sys/socket.h>
 
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -25,5 +27,10 @@ std::optional<std::string> usable_address_text(const sockaddr& address);
 
 // 127.0.0.0/8 or ::1: no other host reaches it.
 bool is_loopback_address(const sockaddr& address);
+
+// What getaddrinfo() found for `name` in `family` (AF_INET or AF_INET6) for a
+// socket of `socktype`, `port` filled in; null when the name has no such address.
+using ResolvedAddresses = std::unique_ptr<addrinfo, void (*)(addrinfo*)>;
+ResolvedAddresses resolve(const std::string& name, int family, int socktype, const char* port = nullptr);
 
 }  // namespace kolorun

@@ -47,12 +47,8 @@ std::vector<InterfaceAddress> interface_addresses() {
 // has both.
 std::optional<std::string> source_address_toward(const std::string& host) {
   for (const int family : {AF_INET, AF_INET6}) {
-    addrinfo hints{};
-    hints.ai_family = family;
-    hints.ai_socktype = SOCK_DGRAM;
-    addrinfo* result = nullptr;
-    if (::getaddrinfo(host.c_str(), "9", &hints, &result) != 0 || result == nullptr) continue;
-    std::unique_ptr<addrinfo, void (*)(addrinfo*)> owner(result, ::freeaddrinfo);
+    const ResolvedAddresses result = resolve(host, family, SOCK_DGRAM, "9");
+    if (!result) continue;
     UniqueFd probe(::socket(family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
     if (!probe.valid() || ::connect(probe.get(), result->ai_addr, result->ai_addrlen) != 0) continue;
     sockaddr_storage local{};
