@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "harness/job_processes.h"
 #include "harness/kolorun_process.h"
 #include "harness/subprocess.h"
 #include "harness/temp_dir.h"
@@ -44,18 +45,6 @@ std::string environment_value(pid_t pid, const std::string& name) {
     at = end + 1;
   }
   return "";
-}
-
-// Processes on this host whose environment holds KOLO_JOB_ID=job.
-std::vector<pid_t> processes_of_job(const std::string& job) {
-  std::vector<pid_t> pids;
-  for (const auto& entry : fs::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename().string();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    const pid_t pid = std::stoi(name);
-    if (environment_value(pid, "KOLO_JOB_ID") == job) pids.push_back(pid);
-  }
-  return pids;
 }
 
 // kolo-server processes whose parent is `kolorun`, by server index.
@@ -97,7 +86,7 @@ TEST_F(KolorunServersTest, AJobThroughServersSucceedsAndLeavesNothing) {
   const auto at = result.err.find("kolorun: job ");
   ASSERT_NE(at, std::string::npos) << result.err;
   const std::string job = result.err.substr(at + 13, 16);
-  EXPECT_TRUE(processes_of_job(job).empty()) << "processes of the job outlived kolorun";
+  EXPECT_TRUE(kolo::testing::processes_of_job(job).empty()) << "processes of the job outlived kolorun";
 }
 
 TEST_F(KolorunServersTest, KilledServerFailsTheJobNamingIt) {
@@ -121,7 +110,7 @@ TEST_F(KolorunServersTest, KilledServerFailsTheJobNamingIt) {
     ASSERT_NE(at, std::string::npos) << result.err;
     EXPECT_TRUE(contains(result.err.substr(at, result.err.find('\n', at) - at), "server 1")) << result.err;
   }
-  EXPECT_TRUE(processes_of_job(job).empty()) << "processes of the job outlived kolorun";
+  EXPECT_TRUE(kolo::testing::processes_of_job(job).empty()) << "processes of the job outlived kolorun";
 }
 
 }  // namespace

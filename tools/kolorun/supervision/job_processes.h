@@ -24,11 +24,27 @@ struct JobProcessMatch {
 // open and the read, which then fails with ESRCH.
 std::string read_proc_file(const std::string& pid, const char* name);
 
-// The live processes that match. Only the processes this user may inspect are seen,
-// which are the ones it may kill.
-std::vector<pid_t> find_job_processes(const JobProcessMatch& match);
+// The fields of a /proc/<pid>/stat text after the parenthesized command name:
+// [0] is the state (the 3rd field), [1] the parent, [6] the flags, [24] where
+// the code ends, [47] and [48] where the environment area starts and ends. Empty for an empty text.
+std::vector<std::string> proc_stat_fields(const std::string& stat);
 
-// SIGKILLs the matching processes until a look finds none or `limit` passes (a
+// One pass over /proc: the live processes that match, and whether every process
+// could be told apart (not settled: one was in the middle of an exec, when /proc
+// shows no environment, and may be the job's). Only the processes this user may
+// inspect are seen, which are the ones it may kill.
+struct JobProcessLook {
+  std::vector<pid_t> found;
+  bool settled = true;
+};
+JobProcessLook look_for_job_processes(const JobProcessMatch& match);
+
+// The live processes that match, looking again (for up to `patience`) while a
+// pass was not settled.
+std::vector<pid_t> find_job_processes(const JobProcessMatch& match,
+                                      std::chrono::milliseconds patience = std::chrono::milliseconds(1000));
+
+// SIGKILLs the matching processes until a settled look finds none or `limit` passes (a
 // process forking as fast as it is killed, one stuck in the kernel). Returns
 // whether none was left.
 bool kill_job_processes(const JobProcessMatch& match, std::chrono::milliseconds limit);

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <thread>
@@ -15,8 +16,7 @@
 namespace kolorun {
 namespace {
 
-// The live children of this process, from /proc/<pid>/stat (its 4th field, after
-// the parenthesized command name, is the parent's pid).
+// The live children of this process, from /proc/<pid>/stat's parent field.
 std::vector<pid_t> children() {
   const pid_t me = ::getpid();
   std::vector<pid_t> found;
@@ -24,13 +24,9 @@ std::vector<pid_t> children() {
   for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
     const std::string name = entry.path().filename().string();
     if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
-    const std::string stat = read_proc_file(name, "stat");
-    const auto close = stat.rfind(')');
-    if (close == std::string::npos) continue;
-    char state = 0;
-    long parent = 0;
-    if (std::sscanf(stat.c_str() + close + 1, " %c %ld", &state, &parent) != 2) continue;
-    if (parent == me && state != 'Z') found.push_back(static_cast<pid_t>(std::stol(name)));
+    const std::vector<std::string> fields = proc_stat_fields(read_proc_file(name, "stat"));
+    if (fields.size() < 2 || fields[0] == "Z") continue;
+    if (std::strtol(fields[1].c_str(), nullptr, 10) == me) found.push_back(static_cast<pid_t>(std::stol(name)));
   }
   return found;
 }
