@@ -3,18 +3,24 @@
 // address from KOLO_HOST_ADDR, an unusable interface, a rank that never comes.
 // Their collectives and failure contract are the communicator suites'
 // (communicator_suite_test.cc, communicator_failures_test.cc).
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sched.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "comm/gloo/gloo_communicator.h"
 #include "comm/tcp/tcp_communicator.h"
 #include "harness/job_store.h"
 #include "harness/multiprocess.h"
+#include "harness/netns.h"
+#include "harness/subprocess.h"
 #include "kolo/error.h"
 
 namespace kolo::comm {
@@ -93,6 +99,52 @@ TEST_P(NetworkSetup, RankThatNeverComesIsATimeout) {
     EXPECT_THROW(make(GlooGroup{0, 2, "never/", {}, {}}, *store, {}, options), TimeoutError);
     EXPECT_LT(Clock::now() - start, 10s);
   });
+}
+
+// KOLO_IFACE's address: a link-local IPv6 one (fe80::/10) is usable only with a
+// scope the peers would not know, so an interface that has nothing else is a
+// clear error, and one that has both gives the other. In a network namespace of
+// its own, on a veth pair made there with link-local addresses only.
+TEST(NetworkInterfaceAddress, LinkLocalAddressesArePassedOver) {
+  if (auto why = testing::NetnsHosts::unavailable()) GTEST_SKIP() << *why;
+  testing::NetnsOptions options;
+  options.hosts = 1;
+  options.ipv6 = true;
+  testing::NetnsHosts hosts(options);
+  auto in_host = [&](const std::string& command) {
+    auto argv = hosts.exec_prefix(0);
+    argv.insert(argv.end(), {"sh", "-c", command});
+    const auto result = testing::run_command(argv);
+    EXPECT_EQ(result.exit_code, 0) << command << ": " << result.err;
+    return result.out;
+  };
+  // Without duplicate address detection the link-local addresses are usable,
+  // and listed, as soon as the links are up.
+  in_host("sysctl -qw net.ipv6.conf.default.accept_dad=0 && ip link add ll0 type veth peer name ll1 && "
+          "ip link set ll0 up && ip link set ll1 up");
+  const auto deadline = Clock::now() + 5s;
+  while (in_host("ip -6 addr show dev ll0 scope link").find("fe80") == std::string::npos && Clock::now() < deadline)
+    std::this_thread::sleep_for(20ms);
+  ASSERT_NE(in_host("ip -6 addr show dev ll0 scope link").find("fe80"), std::string::npos) << "no link-local address";
+
+  // The namespace is the calling thread's: a thread of its own enters it.
+  std::thread inside([&] {
+    const int ns = ::open(("/run/netns/" + hosts.name(0)).c_str(), O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(ns, 0);
+    ASSERT_EQ(::setns(ns, CLONE_NEWNET), 0);
+    ::close(ns);
+    GlooNetwork network;
+    network.iface = "ll0";
+    try {
+      const ListenAddress address = listen_address(network);
+      ADD_FAILURE() << "ll0 has only a link-local address, and gave " << address.host;
+    } catch (const InvalidArgumentError& e) {
+      EXPECT_NE(std::string(e.what()).find("KOLO_IFACE=ll0"), std::string::npos) << e.what();
+    }
+    in_host("ip addr add fd00:232::7/64 dev ll0 nodad");
+    EXPECT_EQ(listen_address(network).host, "fd00:232::7");
+  });
+  inside.join();
 }
 
 // A measurement, not a check: run with --gtest_also_run_disabled_tests
