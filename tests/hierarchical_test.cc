@@ -77,14 +77,20 @@ class CommunicatorChoice : public ::testing::Test {
 };
 using HierarchicalCommunicator = CommunicatorChoice;
 
-std::string chosen(int ranks, int per_host, std::map<std::string, std::string> env) {
-  // Each rank writes the name it got; rank 0's is returned (all must agree).
-  std::string name;
+// The communicator the world gets, or with `set` (job ranks) a process set of
+// those ranks. Each rank exits with a code for the name it got; the members must
+// agree.
+std::string chosen(int ranks, int per_host, std::map<std::string, std::string> env, std::vector<int> set = {}) {
+  constexpr int kNotAMember = 16;
   auto outcomes = testing::spawn_ranks(ranks, [&](int rank) {
     place_on_fake_host(rank, per_host, ranks / per_host);
     std::string mine;
     try {
       auto m = join();
+      if (!set.empty()) {
+        if (std::find(set.begin(), set.end(), rank) == set.end()) _exit(kNotAMember);
+        m.comm = make_set_communicator(m.topology, 0, m.store.get(), 1, set);
+      }
       mine = m.comm->name();
       m.comm->barrier();  // nobody leaves while a peer still connects
     } catch (const InvalidArgumentError& e) {
@@ -96,7 +102,8 @@ std::string chosen(int ranks, int per_host, std::map<std::string, std::string> e
                                   : 14);
   }, options(std::move(env)));
   std::set<int> codes;
-  for (const auto& o : outcomes) codes.insert(o.exit_code);
+  for (const auto& o : outcomes)
+    if (o.exit_code != kNotAMember) codes.insert(o.exit_code);
   if (codes.size() != 1) return "ranks disagree";
   switch (*codes.begin()) {
     case 10: return "hierarchical";
@@ -121,6 +128,15 @@ TEST_F(CommunicatorChoice, DependsOnHostsAndSettings) {
   EXPECT_EQ(chosen(4, 2, {{"KOLO_BACKEND", "tcp"}, {"KOLO_HIERARCHICAL", "1"}}), "hierarchical");
   EXPECT_EQ(chosen(3, 3, {{"KOLO_BACKEND", "bogus"}}), "error");
   EXPECT_EQ(chosen(2, 1, {}), "hierarchical");  // one rank per host: the local part is trivial
+}
+
+// A process set across hosts takes the world's network; within a host, shared memory.
+TEST_F(CommunicatorChoice, ProcessSetsTakeTheWorldsNetworkAcrossHosts) {
+  EXPECT_EQ(chosen(4, 2, {}, {1, 2}), "tcp");
+  EXPECT_EQ(chosen(4, 2, {{"KOLO_BACKEND", "tcp"}}, {0, 2, 3}), "tcp");
+  EXPECT_EQ(chosen(4, 2, {{"KOLO_BACKEND", "gloo"}}, {1, 2}), "gloo");
+  EXPECT_EQ(chosen(4, 4, {}, {1, 2}), "shm");
+  EXPECT_EQ(chosen(4, 4, {{"KOLO_BACKEND", "tcp"}}, {1, 2}), "tcp");
 }
 
 // Host 0 runs ranks 0 and 1, host 1 runs rank 2: hierarchical cannot split that.

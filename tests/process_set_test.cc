@@ -92,6 +92,10 @@ void disjoint_and_overlapping_sets(int rank) {
 TEST(ProcessSets, DisjointSetsRunConcurrentlyOverSharedMemory) { run_ranks(4, disjoint_and_overlapping_sets); }
 
 TEST(ProcessSets, DisjointSetsRunConcurrentlyOverTcp) {
+  run_ranks(4, disjoint_and_overlapping_sets, {.env = {{"KOLO_BACKEND", "tcp"}}});
+}
+
+TEST(ProcessSets, DisjointSetsRunConcurrentlyOverGloo) {
   run_ranks(4, disjoint_and_overlapping_sets, {.env = {{"KOLO_BACKEND", "gloo"}}});
 }
 

@@ -191,14 +191,15 @@ std::unique_ptr<comm::Communicator> make_set_communicator(const Topology& t, int
   if (t.cross_size == 1 && (backend == Backend::Auto || backend == Backend::Shm))
     return comm::make_shm_communicator(index, size, t.job_id + "-" + std::to_string(generation) + "-" + set_name,
                                        options_from_env());
+  // Across hosts the world's network: kolo's own sockets unless KOLO_BACKEND=gloo.
+  const Network network = backend == Backend::Gloo ? Network::Gloo : Network::Tcp;
   comm::GlooGroup group;
   group.rank = index;
   group.size = size;
-  group.key_prefix = generation_prefix(generation) + set_name + "/gloo/";
+  group.key_prefix = generation_prefix(generation) + set_name + "/" + (network == Network::Tcp ? "tcp/" : "gloo/");
   group.verdict_prefix = verdict_prefix(generation) + set_name + "/";
   group.job_ranks = ranks;
-  return comm::make_gloo_communicator(group, require_store(store, "a process set's TCP communicator"),
-                                      comm::GlooNetwork::from_env(t.cross_size == 1), options_from_env());
+  return make_network(network, group, t, store, options_from_env());
 }
 
 std::unique_ptr<comm::Communicator> make_communicator(const Topology& t, int generation, store::StoreClient* store) {

@@ -11,6 +11,11 @@ import kolo.torch as hvd
 
 JOB_RANK = int(os.environ.get('KOLO_RANK', '0'))
 JOB_SIZE = int(os.environ.get('KOLO_SIZE', '1'))
+# kolorun places a host's ranks side by side: this host's are these job ranks.
+LOCAL_SIZE = int(os.environ.get('KOLO_LOCAL_SIZE', '1'))
+HOST_RANKS = range(JOB_RANK - int(os.environ.get('KOLO_LOCAL_RANK', '0')),
+                   JOB_RANK - int(os.environ.get('KOLO_LOCAL_RANK', '0')) + LOCAL_SIZE)
+CROSS_SIZE = int(os.environ.get('KOLO_CROSS_SIZE', '1'))
 
 
 @pytest.fixture
@@ -29,7 +34,9 @@ def test_a_list_of_ranks_orders_the_world(own_session):
     hvd.init(comm=world)
     me = world.index(JOB_RANK)
     assert (hvd.rank(), hvd.size()) == (me, JOB_SIZE)
-    assert (hvd.local_rank(), hvd.local_size(), hvd.cross_size()) == (me, JOB_SIZE, 1)
+    # Local ranks follow the world's order among this host's ranks.
+    local_rank = sum(1 for r in world[:me] if r in HOST_RANKS)
+    assert (hvd.local_rank(), hvd.local_size(), hvd.cross_size()) == (local_rank, LOCAL_SIZE, CROSS_SIZE)
     total = hvd.allreduce(torch.tensor([JOB_RANK], dtype=torch.int64), op=hvd.Sum, name='order.sum')
     assert total.item() == sum(range(JOB_SIZE))
     rows = hvd.allgather(torch.tensor([JOB_RANK]), name='order.gather')
