@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import kolo.torch as hvd
+from kolo.torch import _kolo
 
 
 def test_basics_and_what_was_built():
@@ -23,6 +24,11 @@ def test_basics_and_what_was_built():
                                                     'KOLO_CROSS_RANK', 'KOLO_CROSS_SIZE')]
     assert [hvd.rank(), hvd.local_rank(), hvd.local_size(), hvd.cross_rank(), hvd.cross_size()] == placement
     assert hvd.is_homogeneous()
+    if 'KOLO_BACKEND' not in os.environ and 'KOLO_HIERARCHICAL' not in os.environ and hvd.size() > 1:
+        # Chosen by the job's layout: shared memory on one host, else shared
+        # memory within each host and kolo's TCP communicator between them.
+        assert _kolo.backend() == ('hierarchical' if hvd.cross_size() > 1 else 'shm')
+        assert not hvd.gloo_enabled()
     assert hvd.mpi_built() and hvd.gloo_built()
     assert not hvd.nccl_built() and not hvd.cuda_built()
     assert not hvd.mpi_enabled()

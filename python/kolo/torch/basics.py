@@ -106,8 +106,10 @@ def mpi_enabled():
 
 
 def gloo_enabled():
-    """True when the job's collectives cross hosts over Gloo's TCP transport."""
-    return _kolo.backend() in ('gloo', 'hierarchical')
+    """True when the job's collectives run over Gloo's TCP transport (KOLO_BACKEND=gloo);
+    across hosts kolo otherwise takes its own TCP communicator."""
+    backend = _kolo.backend()
+    return backend == 'gloo' or (backend == 'hierarchical' and os.environ.get('KOLO_BACKEND') == 'gloo')
 
 
 def mpi_threads_supported():
