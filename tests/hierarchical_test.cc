@@ -88,6 +88,7 @@ std::string chosen(int ranks, int per_host, std::map<std::string, std::string> e
     try {
       auto m = join();
       if (!set.empty()) {
+        m.comm->barrier();  // nobody leaves while a peer still connects
         if (std::find(set.begin(), set.end(), rank) == set.end()) _exit(kNotAMember);
         m.comm = make_set_communicator(m.topology, 0, m.store.get(), 1, set);
       }
