@@ -191,7 +191,7 @@ std::unique_ptr<comm::Communicator> make_set_communicator(const Topology& t, int
   if (t.cross_size == 1 && (backend == Backend::Auto || backend == Backend::Shm))
     return comm::make_shm_communicator(index, size, t.job_id + "-" + std::to_string(generation) + "-" + set_name,
                                        options_from_env());
-  // Across hosts the world's network: kolo's own sockets unless KOLO_BACKEND=gloo.
+  // Otherwise TCP as the world's network would be: kolo's own sockets unless KOLO_BACKEND=gloo.
   const Network network = backend == Backend::Gloo ? Network::Gloo : Network::Tcp;
   comm::GlooGroup group;
   group.rank = index;

@@ -26,7 +26,8 @@ std::string read_proc_file(const std::string& pid, const char* name);
 
 // The fields of a /proc/<pid>/stat text after the parenthesized command name:
 // [0] is the state (the 3rd field), [1] the parent, [6] the flags, [24] where
-// the code ends, [47] and [48] where the environment area starts and ends. Empty for an empty text.
+// the code ends, [47] and [48] where the environment area starts and ends.
+// Empty for an empty text.
 std::vector<std::string> proc_stat_fields(const std::string& stat);
 
 // One pass over /proc: the live processes that match, and whether every process
@@ -44,9 +45,9 @@ JobProcessLook look_for_job_processes(const JobProcessMatch& match);
 std::vector<pid_t> find_job_processes(const JobProcessMatch& match,
                                       std::chrono::milliseconds patience = std::chrono::milliseconds(1000));
 
-// SIGKILLs the matching processes until a settled look finds none or `limit` passes (a
-// process forking as fast as it is killed, one stuck in the kernel). Returns
-// whether none was left.
+// SIGKILLs the matching processes until a settled look finds none or `limit`
+// passes (a process forking as fast as it is killed, one stuck in the kernel).
+// Returns whether none was left.
 bool kill_job_processes(const JobProcessMatch& match, std::chrono::milliseconds limit);
 
 // Blanks this process's own exec-time environment as /proc shows it, so that no
