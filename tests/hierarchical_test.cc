@@ -90,7 +90,9 @@ std::string chosen(int ranks, int per_host, std::map<std::string, std::string> e
       if (!set.empty()) {
         m.comm->barrier();  // nobody leaves while a peer still connects
         if (std::find(set.begin(), set.end(), rank) == set.end()) _exit(kNotAMember);
-        m.comm = make_set_communicator(m.topology, 0, m.store.get(), 1, set);
+        std::vector<int> hosts;  // as place_on_fake_host puts them
+        for (int member : set) hosts.push_back(member / per_host);
+        m.comm = make_set_communicator(m.topology, 0, m.store.get(), 1, set, hosts);
       }
       mine = m.comm->name();
       m.comm->barrier();  // nobody leaves while a peer still connects
@@ -131,9 +133,13 @@ TEST_F(CommunicatorChoice, DependsOnHostsAndSettings) {
   EXPECT_EQ(chosen(2, 1, {}), "hierarchical");  // one rank per host: the local part is trivial
 }
 
-// A process set across hosts takes the world's network; within a host, shared memory.
+// A process set across hosts takes the world's network; within a host, shared
+// memory, also where the job spans hosts.
 TEST_F(CommunicatorChoice, ProcessSetsTakeTheWorldsNetworkAcrossHosts) {
   EXPECT_EQ(chosen(4, 2, {}, {1, 2}), "tcp");
+  EXPECT_EQ(chosen(4, 2, {}, {0, 1}), "shm");
+  EXPECT_EQ(chosen(4, 2, {}, {2, 3}), "shm");
+  EXPECT_EQ(chosen(4, 2, {{"KOLO_BACKEND", "tcp"}}, {2, 3}), "tcp");
   EXPECT_EQ(chosen(4, 2, {{"KOLO_BACKEND", "tcp"}}, {0, 2, 3}), "tcp");
   EXPECT_EQ(chosen(4, 2, {{"KOLO_BACKEND", "gloo"}}, {1, 2}), "gloo");
   EXPECT_EQ(chosen(4, 4, {}, {1, 2}), "shm");

@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "harness/fake_hosts.h"
 #include "harness/multiprocess.h"
 #include "kolo/kolo.h"
 
@@ -97,6 +98,15 @@ TEST(ProcessSets, DisjointSetsRunConcurrentlyOverTcp) {
 
 TEST(ProcessSets, DisjointSetsRunConcurrentlyOverGloo) {
   run_ranks(4, disjoint_and_overlapping_sets, {.env = {{"KOLO_BACKEND", "gloo"}}});
+}
+
+// Two fake hosts of two ranks: {0, 1} and {2, 3} each share a host (shared
+// memory), {0, 2, 3} spans both (TCP), the world is hierarchical.
+TEST(ProcessSets, SetsWithinAndAcrossHostsRunConcurrently) {
+  run_ranks(4, [](int rank) {
+    place_on_fake_host(rank, 2, 2);
+    disjoint_and_overlapping_sets(rank);
+  }, {.env = {{"KOLO_HOST_ADDR", "127.0.0.1"}}});  // fake hosts share loopback
 }
 
 // Every rank gets the same error for a bad set, and the job goes on.

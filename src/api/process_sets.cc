@@ -12,22 +12,29 @@
 namespace kolo {
 namespace {
 
-// Every rank's list, as it gave it: a gather first, so that every rank judges
-// the same lists and fails (or not) alike.
-std::vector<std::vector<int>> gather_lists(const std::vector<int>& mine, int id) {
-  std::vector<std::int64_t> block{static_cast<std::int64_t>(mine.size())};
+// Every rank's list, as it gave it, and its host (the topology's cross rank): a
+// gather first, so that every rank judges the same lists and fails (or not)
+// alike, and knows which members share a host.
+struct GatheredLists {
+  std::vector<std::vector<int>> lists;
+  std::vector<int> hosts;
+};
+
+GatheredLists gather_lists(const std::vector<int>& mine, int host, int id) {
+  std::vector<std::int64_t> block{host, static_cast<std::int64_t>(mine.size())};
   block.insert(block.end(), mine.begin(), mine.end());
   Buffer all = allgather(Tensor{block.data(), DataType::Int64, {static_cast<std::int64_t>(block.size())}},
                          {.name = "kolo.add_process_set." + std::to_string(id)});
-  std::vector<std::vector<int>> lists;
+  GatheredLists gathered;
   const auto* values = all.as<std::int64_t>();
   const std::int64_t count = all.shape()[0];
   for (std::int64_t at = 0; at < count;) {
+    gathered.hosts.push_back(static_cast<int>(values[at++]));
     const std::int64_t n = values[at++];
-    lists.emplace_back(values + at, values + at + n);
+    gathered.lists.emplace_back(values + at, values + at + n);
     at += n;
   }
-  return lists;
+  return gathered;
 }
 
 std::vector<int> checked_members(const std::vector<std::vector<int>>& lists, int job_size) {
@@ -53,7 +60,8 @@ std::vector<int> checked_members(const std::vector<std::vector<int>>& lists, int
 ProcessSet add_process_set(std::vector<int> ranks) {
   runtime::SessionView session = runtime::session();
   const int id = session.sets->next_id();
-  std::vector<int> members = checked_members(gather_lists(ranks, id), session.job->topology().size);
+  const GatheredLists gathered = gather_lists(ranks, session.job->topology().cross_rank, id);
+  std::vector<int> members = checked_members(gathered.lists, session.job->topology().size);
   if (int existing = session.sets->find(members))
     throw InvalidArgumentError("add_process_set: " + describe_ranks(members) + " already is process set " +
                                std::to_string(existing));
@@ -62,8 +70,9 @@ ProcessSet add_process_set(std::vector<int> ranks) {
     engine::EngineConfig config = *session.config;
     config.timeline_path.clear();  // the timeline records the global set
     if (!config.flight_recorder_dir.empty()) config.flight_recorder_dir += "/set" + std::to_string(id);
-    set.engine = std::make_shared<engine::Engine>(
-        session.job->set_communicator(id, members), config);
+    std::vector<int> hosts;
+    for (int member : members) hosts.push_back(gathered.hosts[static_cast<std::size_t>(member)]);
+    set.engine = std::make_shared<engine::Engine>(session.job->set_communicator(id, members, hosts), config);
   }
   session.sets->add(id, std::move(set));
   return ProcessSet{id};

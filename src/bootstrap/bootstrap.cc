@@ -105,8 +105,9 @@ std::unique_ptr<comm::Communicator> Job::communicator() const {
   return make_communicator(topology_, generation_, store_.get());
 }
 
-std::unique_ptr<comm::Communicator> Job::set_communicator(int set_id, const std::vector<int>& ranks) const {
-  return make_set_communicator(topology_, generation_, store_.get(), set_id, ranks);
+std::unique_ptr<comm::Communicator> Job::set_communicator(int set_id, const std::vector<int>& ranks,
+                                                          const std::vector<int>& hosts) const {
+  return make_set_communicator(topology_, generation_, store_.get(), set_id, ranks, hosts);
 }
 
 }  // namespace kolo::bootstrap

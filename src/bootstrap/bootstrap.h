@@ -43,8 +43,10 @@ class Job {
   // job must outlive it (it may use the store).
   std::unique_ptr<comm::Communicator> communicator() const;
   // A communicator of process set `set_id` among its members `ranks` (job ranks,
-  // ascending, this rank among them); its ranks are the members' indices.
-  std::unique_ptr<comm::Communicator> set_communicator(int set_id, const std::vector<int>& ranks) const;
+  // ascending, this rank among them) on `hosts` (each member's cross rank); its
+  // ranks are the members' indices.
+  std::unique_ptr<comm::Communicator> set_communicator(int set_id, const std::vector<int>& ranks,
+                                                       const std::vector<int>& hosts) const;
 
  private:
   Job(Topology topology, int generation, std::unique_ptr<store::StoreClient> store);

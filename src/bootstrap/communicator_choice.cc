@@ -182,13 +182,15 @@ std::unique_ptr<comm::Communicator> choose(const Topology& t, int generation, st
 }  // namespace
 
 std::unique_ptr<comm::Communicator> make_set_communicator(const Topology& t, int generation, store::StoreClient* store,
-                                                          int set_id, const std::vector<int>& ranks) {
+                                                          int set_id, const std::vector<int>& ranks,
+                                                          const std::vector<int>& hosts) {
   const int index = static_cast<int>(std::find(ranks.begin(), ranks.end(), t.rank) - ranks.begin());
   const int size = static_cast<int>(ranks.size());
   if (size == 1) return comm::make_self_communicator();
   const std::string set_name = "set" + std::to_string(set_id);
   const Backend backend = backend_from_env();
-  if (t.cross_size == 1 && (backend == Backend::Auto || backend == Backend::Shm))
+  const bool one_host = std::all_of(hosts.begin(), hosts.end(), [&](int host) { return host == hosts.front(); });
+  if (one_host && (backend == Backend::Auto || backend == Backend::Shm))
     return comm::make_shm_communicator(index, size, t.job_id + "-" + std::to_string(generation) + "-" + set_name,
                                        options_from_env());
   // Otherwise TCP as the world's network would be: kolo's own sockets unless KOLO_BACKEND=gloo.

@@ -37,12 +37,13 @@ std::unique_ptr<comm::Communicator> make_communicator(const Topology& topology, 
                                                       store::StoreClient* store);
 
 // The communicator of process set `set_id` among its members `ranks` (job ranks,
-// ascending, this rank among them): shared memory when the job runs on one host
-// (unless KOLO_BACKEND asks for TCP), else kolo's TCP communicator between the
-// members (Gloo's with KOLO_BACKEND=gloo).
+// ascending, this rank among them) on `hosts` (each member's cross rank): shared
+// memory when the members share a host (unless KOLO_BACKEND asks for TCP), else
+// kolo's TCP communicator between the members (Gloo's with KOLO_BACKEND=gloo).
 // Its ranks are the members' indices in `ranks`.
 std::unique_ptr<comm::Communicator> make_set_communicator(const Topology& topology, int generation,
                                                           store::StoreClient* store, int set_id,
-                                                          const std::vector<int>& ranks);
+                                                          const std::vector<int>& ranks,
+                                                          const std::vector<int>& hosts);
 
 }  // namespace kolo
