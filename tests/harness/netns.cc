@@ -141,7 +141,9 @@ bool NetnsHosts::qdisc_available(const std::string& qdisc) {
 NetnsHosts::NetnsHosts(const NetnsOptions& options) {
   remove_stale_namespaces();
   prefix_ = kNamePrefix + std::to_string(::getpid()) + "-" + random_hex(4);
-  const unsigned s = std::random_device{}() % 256;
+  // Never 0: the addresses are compared as text with what the programs print,
+  // and "fd00:231:0::1" prints as "fd00:231::1".
+  const unsigned s = 1 + std::random_device{}() % 255;
   const std::string subnet = options.ipv6 ? "fd00:231:" + std::to_string(s) + "::" : "10.231." + std::to_string(s) + ".";
   const std::string prefix_length = options.ipv6 ? "/64" : "/24";
   try {
