@@ -77,7 +77,13 @@ for run in "$@"; do
     tsan)
       build build-tsan thread
       started=$SECONDS
-      ctest --test-dir build-tsan -j2 --output-on-failure --timeout 900 -R "^([A-Za-z]+/)?($tsan_suites)\\." -E "/mpi_[0-9]+ranks\$"
+      ctest --test-dir build-tsan -j2 --output-on-failure --timeout 900 -R "^([A-Za-z]+/)?($tsan_suites)\\." \
+        -E "(/mpi_[0-9]+ranks|^Fork\\..*)\$"
+      # The Fork suite apart, each test with up to three tries, for the reason given
+      # for AddressSanitizer above: GCC 12's ThreadSanitizer allocator has no fork
+      # handlers either (a child hung in its first free, stack in the size-class
+      # mutex, where kolo's engine thread had been allocating at the fork).
+      ctest --test-dir build-tsan -j2 --output-on-failure --timeout 900 --repeat until-pass:3 -R "^Fork\\..*\$"
       echo "test-sanitizers: tsan tests passed in $((SECONDS - started)) s"
       ;;
     *)
