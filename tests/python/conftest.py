@@ -4,6 +4,10 @@ Every rank collects the same tests in the same order and runs them in step; a
 test's collectives are named after the test, so a test that fails on one rank
 cannot pair up with another test's collectives on the others."""
 
+import os
+import threading
+import time
+
 import pytest
 import torch
 
@@ -16,6 +20,33 @@ def kolo_session():
     torch.manual_seed(1234)
     yield
     hvd.shutdown()
+
+
+def on_rank_0(work, poll_seconds=0.5):
+    """Runs work() on rank 0 (a job of its own, started from there) while the other
+    ranks wait in short collectives, one every poll_seconds: waiting in one would
+    reach the suite's KOLO_STALL_SHUTDOWN_TIME when the work is slow under load.
+    Re-raises work's exception on rank 0, after every rank has seen it end."""
+    outcome = {}
+    worker = None
+    if hvd.rank() == 0:
+        def run():
+            try:
+                work()
+            except BaseException as e:  # noqa: B902 - re-raised below, in the test's thread
+                outcome['error'] = e
+        worker = threading.Thread(target=run, daemon=True)
+        worker.start()
+    test = os.environ.get('PYTEST_CURRENT_TEST', 'on_rank_0').split(' ')[0]
+    step = 0
+    while True:
+        busy = torch.tensor([int(worker is not None and worker.is_alive())])
+        if hvd.allreduce(busy, op=hvd.Sum, name=f'{test}.on_rank_0.{step}').item() == 0:
+            break
+        step += 1
+        time.sleep(poll_seconds)
+    if 'error' in outcome:
+        raise outcome['error']
 
 
 def rank_values(shape, dtype, rank, salt=0):

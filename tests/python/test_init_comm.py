@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import kolo.torch as hvd
+from conftest import on_rank_0
 
 JOB_RANK = int(os.environ.get('KOLO_RANK', '0'))
 JOB_SIZE = int(os.environ.get('KOLO_SIZE', '1'))
@@ -108,7 +109,8 @@ def test_mpi_communicators_make_worlds():
     # Jobs of their own, from rank 0 alone: mpirun starts them (kolorun --mpi) so
     # that MPI_COMM_WORLD is the job; under plain kolorun an MPI communicator is refused.
     pytest.importorskip('mpi4py')
-    if hvd.rank() == 0:
+
+    def run_jobs():
         script = os.path.join(os.path.dirname(__file__), 'programs', 'mpi_comm_worlds.py')
         kolorun = os.environ['KOLORUN']
         split = subprocess.run([kolorun, '--mpi', '-np', '4', sys.executable, script, 'split'],
@@ -119,4 +121,4 @@ def test_mpi_communicators_make_worlds():
                                  capture_output=True, text=True, timeout=120)
         assert refused.returncode == 0, refused.stdout + refused.stderr
         assert refused.stdout.count('refused ok') == 2, refused.stdout + refused.stderr
-    hvd.barrier()
+    on_rank_0(run_jobs)

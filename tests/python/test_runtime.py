@@ -13,6 +13,7 @@ import torch
 
 import kolo.torch as hvd
 from kolo.torch import _kolo
+from conftest import on_rank_0
 
 
 def test_basics_and_what_was_built():
@@ -152,7 +153,7 @@ def test_a_timeline_started_from_python(tmp_path):
 @pytest.mark.skipif('KOLORUN' not in os.environ, reason='needs KOLORUN, the kolorun binary (set by ctest)')
 def test_a_stalled_peer_is_named_as_an_exception():
     # A job of its own, from rank 0 alone, so that stopping a rank leaves this one alone.
-    if hvd.rank() == 0:
+    def run_job():
         env = dict(os.environ, KOLO_PEER_TIMEOUT='3')
         script = os.path.join(os.path.dirname(__file__), 'programs', 'stalled_peer.py')
         started = time.monotonic()
@@ -161,14 +162,14 @@ def test_a_stalled_peer_is_named_as_an_exception():
         elapsed = time.monotonic() - started
         assert 'PeerFailureError peer_rank=1' in result.stdout, result.stdout + result.stderr
         assert elapsed < 30, elapsed
-    hvd.barrier()
+    on_rank_0(run_job)
 
 
 @pytest.mark.skipif('KOLORUN' not in os.environ, reason='needs KOLORUN, the kolorun binary (set by ctest)')
 def test_a_test_failing_on_one_rank_ends_the_suite_at_once(tmp_path):
     # A suite of its own under the suite's pytest.ini, from rank 0 alone; its
     # stall shutdown is long, so that only stopping at the failure ends it soon.
-    if hvd.rank() == 0:
+    def run_suite():
         env = dict(os.environ, DIVERGING_MARKERS=str(tmp_path), KOLO_STALL_CHECK_TIME='10',
                    KOLO_STALL_SHUTDOWN_TIME='90')
         suite = os.path.join(os.path.dirname(__file__), 'programs', 'diverging_tests.py')
@@ -181,5 +182,5 @@ def test_a_test_failing_on_one_rank_ends_the_suite_at_once(tmp_path):
         assert 'test_fails_on_rank_1_before_its_collective' in output, output
         assert sorted(p.name for p in tmp_path.iterdir()) == [], output
         assert elapsed < 45, (elapsed, output)
-    hvd.barrier()
+    on_rank_0(run_suite)
 
