@@ -35,6 +35,12 @@ mpi_tests='(Mpi(Launch|Worker)|KolorunMpi)\..*|Transports/Communicator[A-Za-z]*\
 # ctest names are Suite.Test (or Prefix/Suite.Test/Param for parameterized ones).
 tsan_suites='Fork|Settings|EngineBehaviour|EngineRoutes|EngineExpress|EngineExpressOps|EngineEager|MappingCache|ShareableMemory|ShmInPlace|InPlaceApi|CollectivesSweep|CollectiveErrors|ShmCommunicator|CommunicatorSuite|CommunicatorPeerFailures|CommunicatorAbort|NetworkSetup|Tcp[A-Za-z]*|HierarchicalCommunicator|StallInspector|Timeline|FlightRecorder|ProcessSets|Store[A-Za-z]*|Failure'
 
+# The Fork suite, run apart from the others in each sanitizer's build, with up
+# to three tries per test (why: at the asan and tsan runs below).
+fork_suite() {  # dir
+  ctest --test-dir "$1" -j2 --output-on-failure --timeout 900 --repeat until-pass:3 -R "^Fork\..*\$"
+}
+
 build() {  # dir sanitizers
   local started=$SECONDS
   cmake -S . -B "$1" "${common[@]}" "-DKOLO_SANITIZE=$2" -DCMAKE_CXX_FLAGS=-fno-sanitize-recover=undefined >/dev/null
@@ -62,7 +68,7 @@ for run in "$@"; do
       # mutex). The normal test run, with glibc's fork-safe malloc, runs the suite
       # once, without retries.
       ASAN_OPTIONS=$ASAN_OPTIONS:detect_leaks=0 \
-        ctest --test-dir build-asan -j2 --output-on-failure --timeout 900 --repeat until-pass:3 -R "^Fork\..*\$"
+        fork_suite build-asan
       # The MPI tests apart: OpenMPI never frees what MPI_Init allocates, so their
       # leak reports are suppressed, narrowly (see the file), with the full stacks
       # that the suppressions need (slower, hence not for every test). use_tls=0:
@@ -83,7 +89,7 @@ for run in "$@"; do
       # for AddressSanitizer above: GCC 12's ThreadSanitizer allocator has no fork
       # handlers either (a child hung in its first free, stack in the size-class
       # mutex, where kolo's engine thread had been allocating at the fork).
-      ctest --test-dir build-tsan -j2 --output-on-failure --timeout 900 --repeat until-pass:3 -R "^Fork\\..*\$"
+      fork_suite build-tsan
       echo "test-sanitizers: tsan tests passed in $((SECONDS - started)) s"
       ;;
     *)

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "harness/multiprocess.h"
+#include "harness/subprocess.h"
 #include "kolo/kolo.h"
 
 namespace kolo::testing {
@@ -25,10 +26,13 @@ using Clock = std::chrono::steady_clock;
 // Where a child that did not exit is stuck: its threads' stacks, through gdb
 // where it is installed (a hang here is a lock the fork left held).
 void print_stacks_of(pid_t pid) {
-  const std::string command = "command -v gdb >/dev/null && gdb -batch -nx -p " + std::to_string(pid) +
-                              " -ex 'thread apply all bt' 2>&1 | grep -E '^(#|Thread)'";
-  std::fflush(stdout);
-  if (std::system(command.c_str()) != 0) std::printf("(no stack of the stuck child: gdb is not installed)\n");
+  const auto gdb = run_command({"gdb", "-batch", "-nx", "-p", std::to_string(pid), "-ex", "thread apply all bt"}, 60s);
+  if (!gdb.exited || gdb.exit_code != 0) {
+    std::printf("(no stack of the stuck child: gdb did not run: %s)\n", gdb.err.c_str());
+    return;
+  }
+  for (const auto& line : lines_of(gdb.out))
+    if (line.rfind('#', 0) == 0 || line.rfind("Thread", 0) == 0) std::printf("%s\n", line.c_str());
 }
 
 // Forks a child that runs `body` and leaves with exit(), the ordinary way out
