@@ -10,7 +10,7 @@ packages=(
   libtorch-dev python3-torch libopenblas0-pthread zlib1g-dev
   python3-dev pybind11-dev python3-pytest python3-torchvision
   dataset-fashion-mnist gnuplot-nox
-  iproute2 procps openssh-client openssh-server slurm-wlm
+  iproute2 procps gdb openssh-client openssh-server slurm-wlm
 )
 
 # --fuzz adds what the libFuzzer targets need (clang and its runtime).

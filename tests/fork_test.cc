@@ -23,18 +23,6 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-// Where a child that did not exit is stuck: its threads' stacks, through gdb
-// where it is installed (a hang here is a lock the fork left held).
-void print_stacks_of(pid_t pid) {
-  const auto gdb = run_command({"gdb", "-batch", "-nx", "-p", std::to_string(pid), "-ex", "thread apply all bt"}, 60s);
-  if (!gdb.exited || gdb.exit_code != 0) {
-    std::printf("(no stack of the stuck child: gdb did not run: %s)\n", gdb.err.c_str());
-    return;
-  }
-  for (const auto& line : lines_of(gdb.out))
-    if (line.rfind('#', 0) == 0 || line.rfind("Thread", 0) == 0) std::printf("%s\n", line.c_str());
-}
-
 // Forks a child that runs `body` and leaves with exit(), the ordinary way out
 // (kolo's atexit handler and the static destructors run). Returns its exit code,
 // or -1 when it did not exit within `limit` (it is then killed) or was killed.
@@ -45,7 +33,7 @@ int run_child(const std::function<int()>& body, std::chrono::milliseconds limit 
   int status = 0;
   while (::waitpid(pid, &status, WNOHANG) == 0) {
     if (Clock::now() > deadline) {
-      print_stacks_of(pid);
+      print_stacks_of(pid, "the child that did not exit");  // a lock the fork left held
       ::kill(pid, SIGKILL);
       ::waitpid(pid, &status, 0);
       return -1;

@@ -21,6 +21,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "harness/subprocess.h"
 #include "store/store.h"
 
 namespace kolo::testing {
@@ -253,6 +254,8 @@ std::vector<RankOutcome> spawn_ranks(int size, const std::function<void(int rank
       for (int r = 0; r < size; ++r) {
         if (pids[r] <= 0) continue;
         outcomes[r].timed_out = timed_out;
+        // Where it hung: a rank that outlives its failed or late job is a finding.
+        print_stacks_of(pids[r], "rank " + std::to_string(r));
         kill(pids[r], SIGKILL);
       }
       kill_at = Clock::now() + std::chrono::hours(1);  // kill once; keep reaping

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -122,6 +123,19 @@ std::vector<std::string> lines_of(const std::string& text) {
   std::stringstream stream(text);
   for (std::string line; std::getline(stream, line);) lines.push_back(line);
   return lines;
+}
+
+void print_stacks_of(pid_t pid, const std::string& who) {
+  const auto gdb =
+      run_command({"gdb", "-batch", "-nx", "-p", std::to_string(pid), "-ex", "thread apply all bt"}, std::chrono::seconds(60));
+  if (!gdb.exited || gdb.exit_code != 0) {
+    std::printf("(no stacks of %s: gdb did not run: %s)\n", who.c_str(), gdb.err.c_str());
+    return;
+  }
+  std::printf("stacks of %s (pid %d):\n", who.c_str(), static_cast<int>(pid));
+  for (const auto& line : lines_of(gdb.out))
+    if (line.rfind('#', 0) == 0 || line.rfind("Thread", 0) == 0) std::printf("  %s\n", line.c_str());
+  std::fflush(stdout);
 }
 
 }  // namespace kolo::testing

@@ -53,4 +53,8 @@ bool process_alive(pid_t pid);
 
 std::vector<std::string> lines_of(const std::string& text);
 
+// Prints where process `pid` (`who`: "rank 2") is: its threads' stacks through
+// gdb, for a process a test is about to kill because it did not finish.
+void print_stacks_of(pid_t pid, const std::string& who);
+
 }  // namespace kolo::testing
