@@ -5,7 +5,7 @@
 // store address and secret when a store is used), runs body(rank) and exits 0 only
 // if the body raised no GoogleTest failure and threw nothing. The parent waits,
 // kills every child if one fails (after a short grace) or when the timeout passes,
-// removes the job's shared-memory segments, and reports each rank's outcome as a
+// printing each killed child's stacks first (gdb), removes the job's shared-memory segments, and reports each rank's outcome as a
 // GoogleTest failure. Nothing outlives the call.
 //
 // The store runs in a process of its own, forked first, so that the test process
