@@ -4,9 +4,10 @@
 // give it (KOLO_RANK, KOLO_SIZE, local and cross ranks, a fresh KOLO_JOB_ID, and a
 // store address and secret when a store is used), runs body(rank) and exits 0 only
 // if the body raised no GoogleTest failure and threw nothing. The parent waits,
-// kills every child if one fails (after a short grace) or when the timeout passes,
-// printing each killed child's stacks first (gdb), removes the job's shared-memory segments, and reports each rank's outcome as a
-// GoogleTest failure. Nothing outlives the call.
+// kills every child if one fails (after a short grace) or when the timeout passes
+// (printing each one's stacks first, through gdb), removes the job's shared-memory
+// segments, and reports each rank's outcome as a GoogleTest failure. Nothing
+// outlives the call.
 //
 // The store runs in a process of its own, forked first, so that the test process
 // has no other thread when it forks the ranks (a lock held by another thread at

@@ -126,8 +126,8 @@ std::vector<std::string> lines_of(const std::string& text) {
 }
 
 void print_stacks_of(pid_t pid, const std::string& who) {
-  const auto gdb =
-      run_command({"gdb", "-batch", "-nx", "-p", std::to_string(pid), "-ex", "thread apply all bt"}, std::chrono::seconds(60));
+  const auto gdb = run_command({"gdb", "-batch", "-nx", "-p", std::to_string(pid), "-ex", "thread apply all bt"},
+                               std::chrono::seconds(60));
   if (!gdb.exited || gdb.exit_code != 0) {
     std::printf("(no stacks of %s: gdb did not run: %s)\n", who.c_str(), gdb.err.c_str());
     return;
