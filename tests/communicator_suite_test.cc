@@ -146,7 +146,7 @@ TEST_P(CommunicatorSuite, AllreduceLargeBuffersWithDefaultThresholds) {
 // one staging buffer (Communicator::reduces_regions).
 bool has_own_regions_path(const Job& job) {
   const std::string& name = job.factory->name;
-  return name == "self" || name == "shm" || name == "tcp" || name == "hierarchical" ||
+  return name == "self" || job.factory->reports == "shm" || name == "tcp" || name == "hierarchical" ||
          (name == "hierarchical_over_gloo" && job.shape.per_host > 1);
 }
 

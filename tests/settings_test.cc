@@ -50,6 +50,7 @@ TEST(Settings, BadValuesFailInitNamingVariableValueAndWhatIsAllowed) {
         // The transports' settings, which this one-rank job never reads otherwise.
         {"KOLO_SHM_SLOT_BYTES", "abc"},
         {"KOLO_SHM_SMALL_BYTES", "-1"},
+        {"KOLO_SHM_SINGLE_COPY", "sometimes"},
         {"KOLO_TCP_SMALL_BYTES", "abc"},
         {"KOLO_TCP_SPIN_US", "5000000"},  // clamped to a second
         {"KOLO_TCP_CONGESTION", "no-such-algorithm"},

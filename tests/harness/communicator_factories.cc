@@ -83,6 +83,11 @@ Member join_ps(HostShape, const CommunicatorOptions& options) {
   return m;
 }
 
+Member join_shm(HostShape, const CommunicatorOptions& options) {
+  return Member{nullptr, comm::make_shm_communicator(env_int("KOLO_RANK"), env_int("KOLO_SIZE"),
+                                                     std::getenv("KOLO_JOB_ID"), options)};
+}
+
 const std::map<std::string, std::string> kNetworkThresholds = {
     {"KOLO_TCP_SMALL_BYTES", "1024"}, {"KOLO_TCP_ROUND_BYTES", "4096"},
     {"KOLO_GLOO_SMALL_BYTES", "1024"}, {"KOLO_GLOO_ROUND_BYTES", "4096"}};
@@ -108,16 +113,27 @@ std::vector<CommunicatorFactory> make_factories() {
       {.name = "shm",
        .reports = "shm",
        .available = always,
-       .join =
-           [](HostShape, const CommunicatorOptions& options) {
-             return Member{nullptr, comm::make_shm_communicator(env_int("KOLO_RANK"), env_int("KOLO_SIZE"),
-                                                                std::getenv("KOLO_JOB_ID"), options)};
-           },
+       .join = join_shm,
        // Small slots, so that modest sizes cross many chunks and exceed the whole
        // shared area (ranks x 2 slots), and a small one-step threshold.
        .small_thresholds = {{"KOLO_SHM_SLOT_BYTES", "65536"}, {"KOLO_SHM_SMALL_BYTES", "4096"}},
        .shapes = {flat(2), flat(3), flat(4)},
        .failure_shape = flat(4),
+       .killed_peer_words = "died",
+       .stalled_peer_words = "no progress",
+       .abort_seen_by_peers = "aborted: "},
+      // Every broadcast of more than two slots read by its receivers straight out
+      // of the root's buffer (comm/shm/shm_single_copy.h), which by default
+      // happens only while the ranks wait for CPUs.
+      {.name = "shm_single_copy",
+       .reports = "shm",
+       .available = always,
+       .join = join_shm,
+       .small_thresholds = {{"KOLO_SHM_SLOT_BYTES", "65536"},
+                            {"KOLO_SHM_SMALL_BYTES", "4096"},
+                            {"KOLO_SHM_SINGLE_COPY", "always"}},
+       .shapes = {flat(2), flat(3)},
+       .failure_shape = flat(3),
        .killed_peer_words = "died",
        .stalled_peer_words = "no progress",
        .abort_seen_by_peers = "aborted: "},

@@ -98,7 +98,8 @@ ShmChannel::ShmChannel(JoinedSegment segment, int rank, const CommunicatorOption
       rank_(rank),
       options_(options),
       step_(segment.first_step) {
-  oversubscribed_ = layout_.size > cpus_of_all_ranks(&control(0), layout_.size);
+  usable_cpus_ = cpus_of_all_ranks(&control(0), layout_.size);
+  oversubscribed_ = layout_.size > usable_cpus_;
   spin_budget_ = kSpinBudget;
   known_consumed_.assign(static_cast<std::size_t>(layout_.size), step_);
   scratch_.resize(static_cast<std::size_t>(layout_.size) * kFlaggedBytes);
@@ -334,7 +335,7 @@ void ShmChannel::check_peer(int peer, const Counter& counter, std::uint32_t targ
 }
 
 std::string ShmChannel::rank_name(int rank) const {
-  return "rank " + std::to_string(options_.first_job_rank + rank);
+  return "rank " + std::to_string(job_rank(rank));
 }
 
 void ShmChannel::blame(int culprit, const std::string& message) const {

@@ -12,7 +12,7 @@
 // reason), per rank two areas of flagged lines (small messages, below), then per
 // rank two data slots of `slot_bytes` each.
 // Tunables: KOLO_SHM_SLOT_BYTES (default 1 MiB), KOLO_SHM_SMALL_BYTES (64 KiB),
-// KOLO_SHM_MAPPED_BYTES (1 MiB).
+// KOLO_SHM_MAPPED_BYTES (1 MiB), KOLO_SHM_SINGLE_COPY (auto).
 //
 // STEPS (shm_channel.cc). Every collective is a sequence of steps, numbered by a
 // counter that all ranks advance identically (the engine guarantees that all
@@ -74,6 +74,9 @@
 // GATHERV: up to 1792 bytes (the largest contribution) in one step of flagged
 // lines instead (not a broadcast: its receivers would save a transfer, but its
 // root would write more lines, which makes the call slower).
+// BROADCAST of more than two slots: first a step in which the root says whether
+// its receivers copy straight out of its buffer (shm_single_copy.h: under CPU
+// load, KOLO_SHM_SINGLE_COPY); if not, the slot path follows.
 // ALLGATHER_SELF_SIZED: each block's first flagged line carries its length; the
 // rest follows in flagged lines up to 256 bytes, else in the slot.
 // ALLTOALLV: a first step exchanges every rank's send and receive sizes (so that
@@ -115,6 +118,7 @@
 #include "comm/shm/shm_collectives.h"
 #include "comm/shm/shm_in_place.h"
 #include "comm/shm/shm_segment.h"
+#include "comm/shm/shm_single_copy.h"
 #include "common/env.h"
 #include "kolo/error.h"
 
@@ -129,11 +133,12 @@ constexpr std::size_t kDefaultMappedBytes = std::size_t{1} << 20;
 
 class ShmCommunicator final : public Communicator {
  public:
-  explicit ShmCommunicator(std::unique_ptr<ShmChannel> channel)
+  ShmCommunicator(std::unique_ptr<ShmChannel> channel, shm::SingleCopyMode single_copy)
       : channel_(std::move(channel)),
         srcs_(static_cast<std::size_t>(channel_->size())),
         run_srcs_(static_cast<std::size_t>(channel_->size())),
-        exchange_(channel_->size()) {}
+        exchange_(channel_->size()),
+        single_copy_(single_copy) {}
 
   int rank() const override { return channel_->rank(); }
   int size() const override { return channel_->size(); }
@@ -270,7 +275,12 @@ class ShmCommunicator final : public Communicator {
   void broadcast(void* buffer, std::size_t bytes, int root) override {
     run("broadcast", [&] {
       check_root(root);
-      shm::broadcast(*channel_, static_cast<std::byte*>(buffer), bytes, root);
+      auto* const data = static_cast<std::byte*>(buffer);
+      if (bytes > shm::kSingleCopyMinSlots * channel_->slot_bytes() &&
+          shm::broadcast_single_copy(*channel_, single_copy_, data, bytes, root)) {
+        return;
+      }
+      shm::broadcast(*channel_, data, bytes, root);
     });
   }
 
@@ -350,6 +360,7 @@ class ShmCommunicator final : public Communicator {
   std::unique_ptr<ShmChannel> channel_;
   std::vector<const void*> srcs_, run_srcs_;
   shm::BufferExchange exchange_;
+  shm::SingleCopy single_copy_;
   std::exception_ptr failure_;
 };
 
@@ -376,7 +387,10 @@ shm::SegmentConfig config_from_env(int size) {
 
 }  // namespace
 
-void check_shm_settings() { config_from_env(1); }
+void check_shm_settings() {
+  config_from_env(1);
+  shm::single_copy_mode_from_env();
+}
 
 std::unique_ptr<Communicator> make_shm_communicator(int rank, int size, const std::string& job_id,
                                                     const CommunicatorOptions& options) {
@@ -385,8 +399,11 @@ std::unique_ptr<Communicator> make_shm_communicator(int rank, int size, const st
   }
   const std::string name = shm::segment_name(job_id);
   shm::SegmentConfig config = rank == 0 ? config_from_env(size) : shm::SegmentConfig{};
+  // Every rank reads its own: a broadcast's root decides for its receivers.
+  const shm::SingleCopyMode single_copy = shm::single_copy_mode_from_env();
   shm::JoinedSegment joined = shm::join_segment(name, rank, size, config, options.connect_timeout);
-  return std::make_unique<ShmCommunicator>(std::make_unique<ShmChannel>(std::move(joined), rank, options));
+  return std::make_unique<ShmCommunicator>(std::make_unique<ShmChannel>(std::move(joined), rank, options),
+                                           single_copy);
 }
 
 }  // namespace kolo::comm

@@ -14,13 +14,18 @@ namespace kolo::comm {
 // the others wait for it up to options.connect_timeout. The name is removed as
 // soon as every rank has attached.
 //
-// Tunables (read by rank 0, which records them in the segment for the others):
+// Tunables (read by rank 0, which records them in the segment for the others,
+// except KOLO_SHM_SINGLE_COPY):
 //  KOLO_SHM_SLOT_BYTES   bytes per pipeline slot and rank (two slots each)
 //  KOLO_SHM_SMALL_BYTES  allreduce up to this size takes the one-step path
 //  KOLO_SHM_MAPPED_BYTES allreduce and allgatherv from this size whose buffers
 //                        every rank places in shareable memory (views of
 //                        shareable kolo::Buffers) work in place of the ranks'
 //                        buffers (shm_in_place.h; 0: never)
+//  KOLO_SHM_SINGLE_COPY  auto, always or never: whether a large broadcast's
+//                        receivers copy straight out of the root's buffer
+//                        (shm_single_copy.h; auto: while the CPUs are busy).
+//                        Every rank reads its own; the root's decides.
 //
 // Errors: InvalidArgumentError (bad rank/size/job id), kolo::Error (a stale
 // segment of the same name exists), TimeoutError (a rank did not show up),

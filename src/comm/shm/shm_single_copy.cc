@@ -1,0 +1,151 @@
+#include "comm/shm/shm_single_copy.h"
+
+#include <fcntl.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "comm/shm/shm_collectives.h"
+#include "common/env.h"
+#include "common/logging.h"
+#include "kolo/error.h"
+
+namespace kolo::comm::shm {
+namespace {
+
+// A receiver reads this much per system call, checking for abort in between.
+constexpr std::size_t kReadPiece = std::size_t{16} << 20;
+
+// What the root tells its receivers in the first step (fixed layout: it crosses
+// process boundaries).
+struct Offer {
+  std::uint64_t address;
+  std::uint64_t bytes;
+  std::int32_t pid;
+  std::uint32_t offered;  // 0: the slot path
+};
+
+// What each rank answers in the second step.
+enum Answer : std::uint8_t { kRead = 0, kRefused = 1, kSizeDiffers = 2 };
+
+// The calling thread's time on a CPU and waiting for one, in nanoseconds, as the
+// scheduler counts them (/proc/thread-self/schedstat); false when unknown.
+bool cpu_times(std::uint64_t& running, std::uint64_t& waiting) {
+  const int fd = ::open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char text[96];
+  const ssize_t got = ::read(fd, text, sizeof text - 1);
+  ::close(fd);
+  if (got <= 0) return false;
+  text[got] = '\0';
+  unsigned long long run = 0, wait = 0;
+  if (std::sscanf(text, "%llu %llu", &run, &wait) != 2) return false;
+  running = run;
+  waiting = wait;
+  return true;
+}
+
+// Copies `bytes` at `remote` in process `pid` into `local`: 0, or the errno of
+// the refusal (ESRCH: the process is gone; EPERM: not allowed to ptrace it).
+int read_process_memory(ShmChannel& channel, int pid, std::uint64_t remote, std::byte* local, std::size_t bytes) {
+  for (std::size_t done = 0; done < bytes;) {
+    channel.throw_if_aborted();
+    const std::size_t want = std::min(kReadPiece, bytes - done);
+    iovec mine{local + done, want};
+    iovec theirs{reinterpret_cast<void*>(static_cast<std::uintptr_t>(remote + done)), want};
+    const ssize_t got = ::process_vm_readv(pid, &mine, 1, &theirs, 1, 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return got < 0 ? errno : EFAULT;
+    done += static_cast<std::size_t>(got);
+  }
+  return 0;
+}
+
+}  // namespace
+
+SingleCopyMode single_copy_mode_from_env() {
+  const std::string mode = env::get_choice("KOLO_SHM_SINGLE_COPY", "auto", {"auto", "always", "never"});
+  return mode == "always" ? SingleCopyMode::Always : mode == "never" ? SingleCopyMode::Never : SingleCopyMode::Auto;
+}
+
+bool SingleCopy::offer(const ShmChannel& channel) {
+  if (refused_ || mode_ == SingleCopyMode::Never) return false;
+  if (mode_ == SingleCopyMode::Always || channel.ranks_share_cpus()) return true;
+  std::uint64_t running, waiting;
+  if (!cpu_times(running, waiting)) return false;
+  if (running < running_ || waiting < waiting_) {  // another thread than the last caller: start over
+    running_ = waiting_ = 0;
+  }
+  const std::uint64_t wanted = (running - running_) + (waiting - waiting_);
+  if (wanted >= kLoadWindowNs) {  // else too short a time to judge: the last judgement stands
+    loaded_ = (waiting - waiting_) * kLoadedShare > wanted;
+    running_ = running;
+    waiting_ = waiting;
+  }
+  return loaded_;
+}
+
+void SingleCopy::refused(const std::string& why) {
+  if (refused_) return;
+  refused_ = true;
+  KOLO_LOG(Warning, "shm: " << why << "; broadcasts go through the shared slots from now on");
+}
+
+bool broadcast_single_copy(ShmChannel& channel, SingleCopy& policy, std::byte* buffer, std::size_t bytes, int root) {
+  const int n = channel.size(), me = channel.rank();
+  // 1. The root offers its buffer, or not.
+  Offer offer{};
+  if (me == root) {
+    offer = Offer{reinterpret_cast<std::uintptr_t>(buffer), bytes, static_cast<std::int32_t>(::getpid()),
+                  policy.offer(channel) ? 1u : 0u};
+    channel.acquire_slot();
+    channel.write_flagged(reinterpret_cast<const std::byte*>(&offer), sizeof offer);
+  } else {
+    channel.read_flagged(root, reinterpret_cast<std::byte*>(&offer), sizeof offer);
+  }
+  if (offer.offered == 0) {
+    channel.finish_step();
+    return false;
+  }
+  std::uint8_t answer = kRead;
+  int error = 0;
+  if (me != root) {
+    if (offer.bytes != bytes) {
+      answer = kSizeDiffers;
+    } else if ((error = read_process_memory(channel, offer.pid, offer.address, buffer, bytes)) != 0) {
+      answer = kRefused;
+    }
+  }
+  channel.finish_step();
+
+  // 2. Every rank's answer, which also tells the root that no one reads its
+  // buffer any more.
+  std::vector<std::uint8_t> answers(static_cast<std::size_t>(n));
+  const std::vector<std::size_t> ones(static_cast<std::size_t>(n), 1);
+  gather(channel, reinterpret_cast<const std::byte*>(&answer), reinterpret_cast<std::byte*>(answers.data()), ones, -1);
+  for (int r = 0; r < n; ++r) {
+    if (answers[r] == kSizeDiffers) {
+      throw InvalidArgumentError("broadcast: rank " + std::to_string(channel.job_rank(r)) +
+                                 " expects another size than the " + std::to_string(offer.bytes) +
+                                 " bytes root rank " + std::to_string(channel.job_rank(root)) + " sends");
+    }
+  }
+  const auto refuser = std::find(answers.begin(), answers.end(), std::uint8_t{kRefused});
+  if (refuser == answers.end()) return true;
+  if (me == root) {
+    policy.refused("rank " + std::to_string(channel.job_rank(static_cast<int>(refuser - answers.begin()))) +
+                   " may not read this process's memory (process_vm_readv)");
+  } else if (error != 0) {
+    KOLO_LOG(Debug, "shm: process_vm_readv from rank " << channel.job_rank(root) << " failed: "
+                                                       << std::strerror(error));
+  }
+  return false;
+}
+
+}  // namespace kolo::comm::shm
