@@ -98,8 +98,7 @@ ShmChannel::ShmChannel(JoinedSegment segment, int rank, const CommunicatorOption
       rank_(rank),
       options_(options),
       step_(segment.first_step) {
-  usable_cpus_ = cpus_of_all_ranks(&control(0), layout_.size);
-  oversubscribed_ = layout_.size > usable_cpus_;
+  oversubscribed_ = layout_.size > cpus_of_all_ranks(&control(0), layout_.size);
   spin_budget_ = kSpinBudget;
   known_consumed_.assign(static_cast<std::size_t>(layout_.size), step_);
   scratch_.resize(static_cast<std::size_t>(layout_.size) * kFlaggedBytes);

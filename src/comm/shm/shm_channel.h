@@ -34,8 +34,6 @@ class ShmChannel {
   // More ranks than the CPUs they may run on together: a waiter then yields its
   // CPU at once, since the peer it waits for may be queued behind it.
   bool ranks_share_cpus() const { return oversubscribed_; }
-  // The CPUs the ranks may run on together (the union of their affinity masks).
-  int usable_cpus() const { return usable_cpus_; }
   // The job rank of this channel's `rank`, for messages.
   int job_rank(int rank) const { return options_.first_job_rank + rank; }
 
@@ -136,7 +134,6 @@ class ShmChannel {
   std::vector<std::uint32_t> known_consumed_;
   std::vector<std::byte> scratch_;
   std::chrono::nanoseconds spin_budget_;
-  int usable_cpus_;
   bool oversubscribed_;  // more ranks than usable CPUs: yield from the first poll
   const char* operation_ = "setup";
   bool mid_step_ = false;
