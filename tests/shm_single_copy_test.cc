@@ -1,7 +1,7 @@
-// The shared-memory broadcast that receivers copy straight out of the root's
-// buffer (comm/shm/shm_single_copy.h): when the root offers it (a root that
-// waits for CPUs does), what happens when the kernel refuses a receiver, and
-// sizes that differ. Its results and failures on every collective are the
+// The shared-memory broadcast and allgather that read straight out of the
+// senders' buffers (comm/shm/shm_single_copy.h): when a rank offers its buffer
+// (one that waits for CPUs does), what happens when the kernel refuses a reader,
+// and sizes that differ. Its results and failures on every collective are the
 // communicator suites' (the shm_single_copy entry of communicator_factories.cc).
 #include "comm/shm/shm_single_copy.h"
 
@@ -19,8 +19,10 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
+#include "comm/shm/shm_collectives.h"
 #include "comm/shm/shm_communicator.h"
 #include "harness/multiprocess.h"
 #include "kolo/error.h"
@@ -116,22 +118,27 @@ testing::SpawnOptions forced(testing::SpawnOptions options = without_store()) {
 }
 
 // The kernel lets no one without CAP_SYS_PTRACE read a process that is not
-// dumpable: the receiver is refused, says so, and both ranks take the slot
+// dumpable.
+void forbid_rank_1_to_read_rank_0(int rank) {
+  if (rank == 0) {
+    ASSERT_EQ(::prctl(PR_SET_DUMPABLE, 0), 0);
+  } else {
+    __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+    __user_cap_data_struct caps[2]{};
+    ASSERT_EQ(::syscall(SYS_capget, &header, caps), 0);
+    caps[0].effective &= ~(1u << CAP_SYS_PTRACE);
+    caps[0].permitted &= ~(1u << CAP_SYS_PTRACE);
+    ASSERT_EQ(::syscall(SYS_capset, &header, caps), 0);
+  }
+}
+
+// The receiver is refused, says so, and both ranks take the slot
 // path, in this call and the next.
 TEST(ShmSingleCopy, RefusedReceiverGetsTheDataThroughTheSlots) {
   testing::run_ranks(
       2,
       [](int rank) {
-        if (rank == 0) {
-          ASSERT_EQ(::prctl(PR_SET_DUMPABLE, 0), 0);
-        } else {
-          __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
-          __user_cap_data_struct caps[2]{};
-          ASSERT_EQ(::syscall(SYS_capget, &header, caps), 0);
-          caps[0].effective &= ~(1u << CAP_SYS_PTRACE);
-          caps[0].permitted &= ~(1u << CAP_SYS_PTRACE);
-          ASSERT_EQ(::syscall(SYS_capset, &header, caps), 0);
-        }
+        forbid_rank_1_to_read_rank_0(rank);
         auto comm = join(rank);
         for (int call = 0; call < 2; ++call) {
           const std::size_t bytes = (std::size_t{1} << 20) + 77;
@@ -149,6 +156,36 @@ TEST(ShmSingleCopy, RefusedReceiverGetsTheDataThroughTheSlots) {
           comm->broadcast(data.data(), bytes, 0);
           EXPECT_TRUE(data == pattern(bytes, call)) << "rank " << rank << " call " << call;
         }
+
+      },
+      forced());
+}
+
+// Rank 0 reads rank 1's block, rank 1 is refused rank 0's: both ranks take the
+// slot path, in this call and the next, and stop offering.
+TEST(ShmSingleCopy, AllgatherWithARefusedReaderGetsTheDataThroughTheSlots) {
+  testing::run_ranks(
+      2,
+      [](int rank) {
+        forbid_rank_1_to_read_rank_0(rank);
+        auto comm = join(rank);
+        const std::size_t block = 300000;
+        const std::vector<std::size_t> sizes{block, block};
+        ::testing::internal::CaptureStderr();
+        for (int call = 0; call < 2; ++call) {
+          const std::vector<std::uint8_t> mine = pattern(block, rank + call);
+          std::vector<std::uint8_t> all(2 * block), expected = pattern(block, call);
+          const auto second = pattern(block, 1 + call);
+          expected.insert(expected.end(), second.begin(), second.end());
+          comm->allgatherv(mine.data(), block, all.data(), sizes);
+          EXPECT_TRUE(all == expected) << "rank " << rank << " call " << call;
+        }
+        const std::string err = ::testing::internal::GetCapturedStderr();
+        const std::string warning = "rank 1 may not read the memory of rank 0 (process_vm_readv); broadcasts and "
+                                    "allgathers go through the shared slots from now on";
+        const auto first = err.find(warning);
+        EXPECT_NE(first, std::string::npos) << "rank " << rank << ": " << err;
+        EXPECT_EQ(err.find(warning, first + 1), std::string::npos) << "rank " << rank << " warned twice: " << err;
       },
       forced());
 }
@@ -168,6 +205,59 @@ TEST(ShmSingleCopy, SizesThatDifferFailOnEveryRankAndKeepThemInStep) {
         std::vector<std::uint8_t> same = rank == 0 ? pattern(300000, 3) : std::vector<std::uint8_t>(300000, 0);
         comm->broadcast(same.data(), same.size(), 0);
         EXPECT_TRUE(same == pattern(300000, 3)) << "rank " << rank;
+      },
+      forced());
+}
+
+// Three ranks, blocks of different sizes, each rank's `send` apart from
+// `recv` or its own block of it: every rank gets every block, over calls.
+TEST(ShmSingleCopy, AllgatherReadsEveryPeersBlock) {
+  testing::run_ranks(
+      3,
+      [](int rank) {
+        auto comm = make_shm_communicator(rank, 3, std::getenv("KOLO_JOB_ID"), CommunicatorOptions{});
+        const std::vector<std::size_t> sizes{300001, 200000, 500003};
+        const std::vector<std::size_t> offsets = prefix_offsets(sizes);
+        std::vector<std::uint8_t> expected;
+        for (int r = 0; r < 3; ++r) {
+          const auto block = pattern(sizes[r], r);
+          expected.insert(expected.end(), block.begin(), block.end());
+        }
+        for (int call = 0; call < 2; ++call) {
+          std::vector<std::uint8_t> out(offsets[3], 0);
+          const std::vector<std::uint8_t> mine = pattern(sizes[rank], rank);
+          const bool in_place = call == 1;
+          if (in_place) std::copy(mine.begin(), mine.end(), out.begin() + static_cast<std::ptrdiff_t>(offsets[rank]));
+          comm->allgatherv(in_place ? out.data() + offsets[rank] : mine.data(), sizes[rank], out.data(), sizes);
+          EXPECT_TRUE(out == expected) << "rank " << rank << (in_place ? " in place" : "");
+        }
+      },
+      forced());
+}
+
+TEST(ShmSingleCopy, AllgatherSizesThatDifferFailOnEveryRankAlike) {
+  testing::run_ranks(
+      2,
+      [](int rank) {
+        auto comm = join(rank);
+        // Rank 1 expects 400000 bytes from rank 0, which sends 300000.
+        const std::vector<std::size_t> sizes{rank == 0 ? std::size_t{300000} : std::size_t{400000}, 300000};
+        std::vector<std::uint8_t> mine(sizes[rank], 1), out(sizes[0] + sizes[1]);
+        try {
+          comm->allgatherv(mine.data(), mine.size(), out.data(), sizes);
+          ADD_FAILURE() << "rank " << rank << ": no error";
+        } catch (const InvalidArgumentError& e) {
+          EXPECT_NE(std::string(e.what()).find("rank 1 expects 400000 bytes from rank 0, which sends 300000"),
+                    std::string::npos)
+              << e.what();
+        }
+        const std::vector<std::size_t> same{300000, 300000};
+        std::vector<std::uint8_t> block = pattern(300000, rank), all(600000);
+        comm->allgatherv(block.data(), block.size(), all.data(), same);
+        std::vector<std::uint8_t> expected = pattern(300000, 0);
+        const auto second = pattern(300000, 1);
+        expected.insert(expected.end(), second.begin(), second.end());
+        EXPECT_TRUE(all == expected) << "rank " << rank;
       },
       forced());
 }

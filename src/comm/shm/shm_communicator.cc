@@ -76,7 +76,9 @@
 // root would write more lines, which makes the call slower).
 // BROADCAST of more than two slots: first a step in which the root says whether
 // its receivers copy straight out of its buffer (shm_single_copy.h: under CPU
-// load, KOLO_SHM_SINGLE_COPY); if not, the slot path follows.
+// load, KOLO_SHM_SINGLE_COPY); if not, the slot path follows. ALLGATHERV whose
+// largest block is more than two slots, in plain memory: the same, each rank
+// reading every peer's block, when one rank is loaded.
 // ALLGATHER_SELF_SIZED: each block's first flagged line carries its length; the
 // rest follows in flagged lines up to 256 bytes, else in the slot.
 // ALLTOALLV: a first step exchanges every rank's send and receive sizes (so that
@@ -238,6 +240,11 @@ class ShmCommunicator final : public Communicator {
       if (std::accumulate(recv_bytes.begin(), recv_bytes.end(), std::size_t{0}) >= channel_->mapped_bytes() &&
           shm::allgather_in_place(*channel_, exchange_, static_cast<const std::byte*>(send), out, recv_bytes,
                                   placement.recv)) {
+        return;
+      }
+      if (shm::max_of(recv_bytes) > shm::kSingleCopyMinSlots * channel_->slot_bytes() &&
+          shm::allgatherv_single_copy(*channel_, single_copy_, static_cast<const std::byte*>(send), out,
+                                      recv_bytes)) {
         return;
       }
       shm::gather(*channel_, static_cast<const std::byte*>(send), out, recv_bytes, -1);

@@ -34,6 +34,17 @@ struct Offer {
 // What each rank answers in the second step.
 enum Answer : std::uint8_t { kRead = 0, kRefused = 1, kSizeDiffers = 2 };
 
+// An allgatherv rank's offer flags: it lets its block be read; it waits for a CPU.
+constexpr std::uint32_t kWilling = 1, kLoaded = 2;
+
+// An allgatherv rank's answer, with the block whose size it expected otherwise.
+struct BlockAnswer {
+  std::uint64_t expected;
+  std::int32_t block;
+  std::uint8_t answer;
+  std::uint8_t padding[3];
+};
+
 // The calling thread's time on a CPU and waiting for one, in nanoseconds, as the
 // scheduler counts them (/proc/thread-self/schedstat); false when unknown.
 bool cpu_times(std::uint64_t& running, std::uint64_t& waiting) {
@@ -74,8 +85,7 @@ SingleCopyMode single_copy_mode_from_env() {
   return mode == "always" ? SingleCopyMode::Always : mode == "never" ? SingleCopyMode::Never : SingleCopyMode::Auto;
 }
 
-bool SingleCopy::offer(const ShmChannel& channel) {
-  if (refused_ || mode_ == SingleCopyMode::Never) return false;
+bool SingleCopy::loaded(const ShmChannel& channel) {
   if (mode_ == SingleCopyMode::Always || channel.ranks_share_cpus()) return true;
   std::uint64_t running, waiting;
   if (!cpu_times(running, waiting)) return false;
@@ -94,7 +104,7 @@ bool SingleCopy::offer(const ShmChannel& channel) {
 void SingleCopy::refused(const std::string& why) {
   if (refused_) return;
   refused_ = true;
-  KOLO_LOG(Warning, "shm: " << why << "; broadcasts go through the shared slots from now on");
+  KOLO_LOG(Warning, "shm: " << why << "; broadcasts and allgathers go through the shared slots from now on");
 }
 
 bool broadcast_single_copy(ShmChannel& channel, SingleCopy& policy, std::byte* buffer, std::size_t bytes, int root) {
@@ -146,6 +156,68 @@ bool broadcast_single_copy(ShmChannel& channel, SingleCopy& policy, std::byte* b
                                                        << std::strerror(error));
   }
   return false;
+}
+
+bool allgatherv_single_copy(ShmChannel& channel, SingleCopy& policy, const std::byte* send, std::byte* recv,
+                            std::span<const std::size_t> sizes) {
+  const int n = channel.size(), me = channel.rank();
+  const std::vector<std::size_t> offsets = prefix_offsets(sizes);
+  const std::size_t mine = sizes[me];
+  // A `send` inside `recv` elsewhere than this rank's block would be overwritten
+  // by its peers' blocks while they still read it.
+  const bool usable = send == recv + offsets[me] || !overlaps(send, mine, recv, offsets[n]);
+  // 1. Every rank's offer.
+  const Offer offer{reinterpret_cast<std::uintptr_t>(send), mine, static_cast<std::int32_t>(::getpid()),
+                    (usable && policy.willing() ? kWilling : 0u) | (policy.loaded(channel) ? kLoaded : 0u)};
+  std::vector<Offer> offers(static_cast<std::size_t>(n));
+  const std::vector<std::size_t> offer_sizes(static_cast<std::size_t>(n), sizeof(Offer));
+  gather(channel, reinterpret_cast<const std::byte*>(&offer), reinterpret_cast<std::byte*>(offers.data()),
+         offer_sizes, -1);
+  const bool all_willing = std::all_of(offers.begin(), offers.end(), [](const Offer& o) { return o.offered & kWilling; });
+  const bool any_loaded = std::any_of(offers.begin(), offers.end(), [](const Offer& o) { return o.offered & kLoaded; });
+  if (!all_willing || !any_loaded) return false;
+
+  BlockAnswer answer{0, -1, kRead, {}};
+  int error = 0;
+  for (int d = 1; d < n && answer.answer == kRead; ++d) {
+    const int peer = (me + d) % n;
+    const Offer& theirs = offers[static_cast<std::size_t>(peer)];
+    if (theirs.bytes != sizes[peer]) {
+      answer = BlockAnswer{sizes[peer], peer, kSizeDiffers, {}};
+    } else if ((error = read_process_memory(channel, theirs.pid, theirs.address, recv + offsets[peer], sizes[peer])) !=
+               0) {
+      answer = BlockAnswer{0, peer, kRefused, {}};
+    }
+  }
+  if (answer.answer == kRead && mine > 0 && send != recv + offsets[me]) std::memcpy(recv + offsets[me], send, mine);
+
+  // 2. Every rank's answer, which also tells each rank that no one reads its
+  // `send` any more.
+  std::vector<BlockAnswer> answers(static_cast<std::size_t>(n));
+  const std::vector<std::size_t> answer_sizes(static_cast<std::size_t>(n), sizeof(BlockAnswer));
+  gather(channel, reinterpret_cast<const std::byte*>(&answer), reinterpret_cast<std::byte*>(answers.data()),
+         answer_sizes, -1);
+  for (int r = 0; r < n; ++r) {
+    const BlockAnswer& a = answers[static_cast<std::size_t>(r)];
+    if (a.answer == kSizeDiffers) {
+      throw InvalidArgumentError("allgatherv: rank " + std::to_string(channel.job_rank(r)) + " expects " +
+                                 std::to_string(a.expected) + " bytes from rank " +
+                                 std::to_string(channel.job_rank(a.block)) + ", which sends " +
+                                 std::to_string(offers[static_cast<std::size_t>(a.block)].bytes));
+    }
+  }
+  for (int r = 0; r < n; ++r) {
+    const BlockAnswer& a = answers[static_cast<std::size_t>(r)];
+    if (a.answer != kRefused) continue;
+    if (r == me) {
+      KOLO_LOG(Debug, "shm: process_vm_readv from rank " << channel.job_rank(a.block) << " failed: "
+                                                         << std::strerror(error));
+    }
+    policy.refused("rank " + std::to_string(channel.job_rank(r)) + " may not read the memory of rank " +
+                   std::to_string(channel.job_rank(a.block)) + " (process_vm_readv)");
+    return false;
+  }
+  return true;
 }
 
 }  // namespace kolo::comm::shm

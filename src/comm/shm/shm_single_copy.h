@@ -1,4 +1,4 @@
-// SINGLE-COPY BROADCAST. Through the slots a large broadcast is handed over one
+// SINGLE-COPY BROADCAST AND ALLGATHER. Through the slots a large broadcast is handed over one
 // slot at a time, and each hand-off needs the root and its receivers on a CPU
 // at about the same moment. When more threads want to run than the ranks have
 // CPUs, every hand-off waits for the scheduler instead (64 MiB, 2 ranks beside
@@ -17,10 +17,16 @@
 // refuses (it may not ptrace the root: another user, Yama, a container's
 // seccomp profile) says so in the second step; every rank then runs the slot
 // path, and the root logs why and stops offering.
+//
+// An allgatherv of large blocks in plain memory hands off through the slots
+// the same way; there every rank offers its block and reads every peer's, when
+// all ranks are willing and one of them waits for a CPU (all say so in the
+// first step). A refusal stops every rank offering.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include "comm/shm/shm_channel.h"
@@ -41,8 +47,14 @@ class SingleCopy {
   // spent more than 1/kLoadedShare of the time it wanted a CPU since the last
   // judgement waiting for one (the scheduler's count: a rank that waits for
   // a CPU is one its peers wait for at every hand-off).
-  bool offer(const ShmChannel& channel);
-  // A receiver could not read this rank's memory (`why`): stop offering.
+  bool offer(const ShmChannel& channel) { return willing() && loaded(channel); }
+  // Whether this rank lets its peers read its buffer at all: not under `never`,
+  // nor once a peer was refused.
+  bool willing() const { return !refused_ && mode_ != SingleCopyMode::Never; }
+  // Whether a copy per call beats the slots' hand-offs now (`always`, ranks
+  // that share CPUs, or this thread waiting for one).
+  bool loaded(const ShmChannel& channel);
+  // A peer could not read another's memory (`why`): stop offering.
   void refused(const std::string& why);
 
  private:
@@ -65,5 +77,14 @@ inline constexpr std::size_t kSingleCopyMinSlots = 2;
 // every receiver can read it; returns false on every rank alike, `buffer`
 // maybe partly written, when the caller must run the slot path instead.
 bool broadcast_single_copy(ShmChannel& channel, SingleCopy& policy, std::byte* buffer, std::size_t bytes, int root);
+
+// Runs the allgatherv with each rank reading every peer's block straight out of
+// the peer's `send` when every rank is willing and one of them is loaded (each
+// says so in a first step, so the ranks cannot disagree); a second step tells
+// every rank that no one reads its `send` any more. `send` may be this rank's
+// block of `recv`, but no other part of it. Returns false on every rank alike,
+// `recv` maybe partly written, when the caller must run the slot path instead.
+bool allgatherv_single_copy(ShmChannel& channel, SingleCopy& policy, const std::byte* send, std::byte* recv,
+                            std::span<const std::size_t> sizes);
 
 }  // namespace kolo::comm::shm
