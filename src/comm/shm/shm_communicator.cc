@@ -406,7 +406,8 @@ std::unique_ptr<Communicator> make_shm_communicator(int rank, int size, const st
   }
   const std::string name = shm::segment_name(job_id);
   shm::SegmentConfig config = rank == 0 ? config_from_env(size) : shm::SegmentConfig{};
-  // Every rank reads its own: a broadcast's root decides for its receivers.
+  // Every rank reads its own: a broadcast's root decides for its receivers, and
+  // an allgatherv's ranks say in its first step whether they let it.
   const shm::SingleCopyMode single_copy = shm::single_copy_mode_from_env();
   shm::JoinedSegment joined = shm::join_segment(name, rank, size, config, options.connect_timeout);
   return std::make_unique<ShmCommunicator>(std::make_unique<ShmChannel>(std::move(joined), rank, options),

@@ -23,9 +23,11 @@ namespace kolo::comm {
 //                        shareable kolo::Buffers) work in place of the ranks'
 //                        buffers (shm_in_place.h; 0: never)
 //  KOLO_SHM_SINGLE_COPY  auto, always or never: whether a large broadcast's
-//                        receivers copy straight out of the root's buffer
-//                        (shm_single_copy.h; auto: while the CPUs are busy).
-//                        Every rank reads its own; the root's decides.
+//                        receivers copy straight out of the root's buffer, and
+//                        a large plain-memory allgatherv's ranks out of each
+//                        other's (shm_single_copy.h; auto: while the CPUs are
+//                        busy). Every rank reads its own; a broadcast's root
+//                        decides, an allgatherv takes it when all ranks let it.
 //
 // Errors: InvalidArgumentError (bad rank/size/job id), kolo::Error (a stale
 // segment of the same name exists), TimeoutError (a rank did not show up),
