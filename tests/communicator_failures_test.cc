@@ -134,14 +134,19 @@ TEST_P(CommunicatorPeerFailures, PeerKilledBetweenCallsIsNamedOnEveryRank) {
 // that call first and fails in the next, and on two busy cores one call of a
 // large transfer takes seconds (a 64 MiB hierarchical broadcast took 4 s beside
 // three other jobs): so the bound adds the time a whole call takes here and now,
-// measured on a call before the victim's timer starts.
+// measured on a call before the victim's timer starts. The timer starts once
+// every rank has finished that call (counted in the store): a survivor still in
+// it could otherwise fail it outside the test's watch.
 template <typename Call>
-void call_until_victim_named(const Job& job, Member& m, int rank, int victim, std::chrono::milliseconds after,
-                             Call call) {
+void call_until_victim_named(const Job& job, store::StoreClient& store, Member& m, int rank, int victim,
+                             std::chrono::milliseconds after, Call call) {
   auto last_success = Clock::now();
   call();
   const auto one_call = Clock::now() - last_success;
+  store.add("timed", 1);
   if (rank == victim) {
+    const auto start = Clock::now();
+    while (store.add("timed", 0) < job.ranks() && Clock::now() - start < 20s) std::this_thread::sleep_for(1ms);
     std::thread([after] {
       std::this_thread::sleep_for(after);
       ::raise(SIGKILL);
@@ -169,7 +174,7 @@ TEST_P(CommunicatorPeerFailures, PeerKilledInsideACallIsNamedOnEveryRank) {
     std::vector<float> in(count, 1.0f), out(count);
     m.comm->allreduce(in.data(), out.data(), count, DataType::Float32, ReduceOp::Sum);
     // Dies at a random point inside the following allreduces.
-    call_until_victim_named(job(), m, rank, victim, 30ms, [&] {
+    call_until_victim_named(job(), *store, m, rank, victim, 30ms, [&] {
       m.comm->allreduce(in.data(), out.data(), count, DataType::Float32, ReduceOp::Sum);
     });
     wait_for_survivors(*store, ranks() - 1);
@@ -188,11 +193,28 @@ TEST_P(CommunicatorPeerFailures, PeerKilledInsideALargeTransferIsNamedOnEveryRan
       std::vector<std::uint8_t> data(std::size_t{64} << 20, 7);
       m.comm->barrier();
       // Mid-transfer: 64 MiB take tens of ms.
-      call_until_victim_named(job(), m, rank, victim, 5ms, [&] { m.comm->broadcast(data.data(), data.size(), 0); });
+      call_until_victim_named(job(), *store, m, rank, victim, 5ms, [&] { m.comm->broadcast(data.data(), data.size(), 0); });
       wait_for_survivors(*store, ranks() - 1);
     }, victim_spawn_options(job()));
     expect_survivors_passed(outcomes, victim);
   }
+}
+
+// The same inside an allgather, in which every rank sends and receives.
+TEST_P(CommunicatorPeerFailures, PeerKilledInsideALargeAllgatherIsNamedOnEveryRank) {
+  const int victim = ranks() - 1;
+  auto outcomes = spawn_ranks(ranks(), [&](int rank) {
+    auto store = connect_job_store();
+    Member m = join_job(job(), detection_by_death());
+    const std::size_t block = (std::size_t{64} << 20) / static_cast<std::size_t>(ranks());
+    std::vector<std::uint8_t> mine(block, static_cast<std::uint8_t>(rank)), all(block * ranks());
+    const std::vector<std::size_t> sizes(static_cast<std::size_t>(ranks()), block);
+    m.comm->barrier();
+    call_until_victim_named(job(), *store, m, rank, victim, 5ms,
+                            [&] { m.comm->allgatherv(mine.data(), block, all.data(), sizes); });
+    wait_for_survivors(*store, ranks() - 1);
+  }, victim_spawn_options(job()));
+  expect_survivors_passed(outcomes, victim);
 }
 
 TEST_P(CommunicatorPeerFailures, StoppedPeerIsNamedAfterThePeerTimeout) {
