@@ -193,7 +193,8 @@ TEST_P(CommunicatorPeerFailures, PeerKilledInsideALargeTransferIsNamedOnEveryRan
       std::vector<std::uint8_t> data(std::size_t{64} << 20, 7);
       m.comm->barrier();
       // Mid-transfer: 64 MiB take tens of ms.
-      call_until_victim_named(job(), *store, m, rank, victim, 5ms, [&] { m.comm->broadcast(data.data(), data.size(), 0); });
+      call_until_victim_named(job(), *store, m, rank, victim, 5ms,
+                              [&] { m.comm->broadcast(data.data(), data.size(), 0); });
       wait_for_survivors(*store, ranks() - 1);
     }, victim_spawn_options(job()));
     expect_survivors_passed(outcomes, victim);

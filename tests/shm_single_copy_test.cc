@@ -108,6 +108,16 @@ std::vector<std::uint8_t> pattern(std::size_t bytes, int seed) {
   return v;
 }
 
+// The patterns of `sizes.size()` blocks, block r seeded `first_seed + r`, one after another.
+std::vector<std::uint8_t> patterns(const std::vector<std::size_t>& sizes, int first_seed) {
+  std::vector<std::uint8_t> all;
+  for (std::size_t r = 0; r < sizes.size(); ++r) {
+    const auto block = pattern(sizes[r], first_seed + static_cast<int>(r));
+    all.insert(all.end(), block.begin(), block.end());
+  }
+  return all;
+}
+
 std::unique_ptr<Communicator> join(int rank) {
   return make_shm_communicator(rank, 2, std::getenv("KOLO_JOB_ID"), CommunicatorOptions{});
 }
@@ -156,7 +166,6 @@ TEST(ShmSingleCopy, RefusedReceiverGetsTheDataThroughTheSlots) {
           comm->broadcast(data.data(), bytes, 0);
           EXPECT_TRUE(data == pattern(bytes, call)) << "rank " << rank << " call " << call;
         }
-
       },
       forced());
 }
@@ -174,11 +183,9 @@ TEST(ShmSingleCopy, AllgatherWithARefusedReaderGetsTheDataThroughTheSlots) {
         ::testing::internal::CaptureStderr();
         for (int call = 0; call < 2; ++call) {
           const std::vector<std::uint8_t> mine = pattern(block, rank + call);
-          std::vector<std::uint8_t> all(2 * block), expected = pattern(block, call);
-          const auto second = pattern(block, 1 + call);
-          expected.insert(expected.end(), second.begin(), second.end());
+          std::vector<std::uint8_t> all(2 * block);
           comm->allgatherv(mine.data(), block, all.data(), sizes);
-          EXPECT_TRUE(all == expected) << "rank " << rank << " call " << call;
+          EXPECT_TRUE(all == patterns(sizes, call)) << "rank " << rank << " call " << call;
         }
         const std::string err = ::testing::internal::GetCapturedStderr();
         const std::string warning = "rank 1 may not read the memory of rank 0 (process_vm_readv); broadcasts and "
@@ -218,11 +225,7 @@ TEST(ShmSingleCopy, AllgatherReadsEveryPeersBlock) {
         auto comm = make_shm_communicator(rank, 3, std::getenv("KOLO_JOB_ID"), CommunicatorOptions{});
         const std::vector<std::size_t> sizes{300001, 200000, 500003};
         const std::vector<std::size_t> offsets = prefix_offsets(sizes);
-        std::vector<std::uint8_t> expected;
-        for (int r = 0; r < 3; ++r) {
-          const auto block = pattern(sizes[r], r);
-          expected.insert(expected.end(), block.begin(), block.end());
-        }
+        const std::vector<std::uint8_t> expected = patterns(sizes, 0);
         for (int call = 0; call < 2; ++call) {
           std::vector<std::uint8_t> out(offsets[3], 0);
           const std::vector<std::uint8_t> mine = pattern(sizes[rank], rank);
@@ -254,10 +257,7 @@ TEST(ShmSingleCopy, AllgatherSizesThatDifferFailOnEveryRankAlike) {
         const std::vector<std::size_t> same{300000, 300000};
         std::vector<std::uint8_t> block = pattern(300000, rank), all(600000);
         comm->allgatherv(block.data(), block.size(), all.data(), same);
-        std::vector<std::uint8_t> expected = pattern(300000, 0);
-        const auto second = pattern(300000, 1);
-        expected.insert(expected.end(), second.begin(), second.end());
-        EXPECT_TRUE(all == expected) << "rank " << rank;
+        EXPECT_TRUE(all == patterns(same, 0)) << "rank " << rank;
       },
       forced());
 }

@@ -78,6 +78,16 @@ int read_process_memory(ShmChannel& channel, int pid, std::uint64_t remote, std:
   return 0;
 }
 
+// Every rank's `mine`, in rank order, through one flagged gather.
+template <typename Record>
+std::vector<Record> gather_records(ShmChannel& channel, const Record& mine) {
+  const auto n = static_cast<std::size_t>(channel.size());
+  std::vector<Record> all(n);
+  const std::vector<std::size_t> sizes(n, sizeof(Record));
+  gather(channel, reinterpret_cast<const std::byte*>(&mine), reinterpret_cast<std::byte*>(all.data()), sizes, -1);
+  return all;
+}
+
 }  // namespace
 
 SingleCopyMode single_copy_mode_from_env() {
@@ -136,9 +146,7 @@ bool broadcast_single_copy(ShmChannel& channel, SingleCopy& policy, std::byte* b
 
   // 2. Every rank's answer, which also tells the root that no one reads its
   // buffer any more.
-  std::vector<std::uint8_t> answers(static_cast<std::size_t>(n));
-  const std::vector<std::size_t> ones(static_cast<std::size_t>(n), 1);
-  gather(channel, reinterpret_cast<const std::byte*>(&answer), reinterpret_cast<std::byte*>(answers.data()), ones, -1);
+  const std::vector<std::uint8_t> answers = gather_records(channel, answer);
   for (int r = 0; r < n; ++r) {
     if (answers[r] == kSizeDiffers) {
       throw InvalidArgumentError("broadcast: rank " + std::to_string(channel.job_rank(r)) +
@@ -166,16 +174,17 @@ bool allgatherv_single_copy(ShmChannel& channel, SingleCopy& policy, const std::
   // A `send` inside `recv` elsewhere than this rank's block would be overwritten
   // by its peers' blocks while they still read it.
   const bool usable = send == recv + offsets[me] || !overlaps(send, mine, recv, offsets[n]);
-  // 1. Every rank's offer.
+  // 1. Every rank's offer. A rank that will not be read need not judge its load
+  // (a read of /proc): the call takes the slots whatever the others say.
+  const bool willing = usable && policy.willing();
   const Offer offer{reinterpret_cast<std::uintptr_t>(send), mine, static_cast<std::int32_t>(::getpid()),
-                    (usable && policy.willing() ? kWilling : 0u) | (policy.loaded(channel) ? kLoaded : 0u)};
-  std::vector<Offer> offers(static_cast<std::size_t>(n));
-  const std::vector<std::size_t> offer_sizes(static_cast<std::size_t>(n), sizeof(Offer));
-  gather(channel, reinterpret_cast<const std::byte*>(&offer), reinterpret_cast<std::byte*>(offers.data()),
-         offer_sizes, -1);
-  const bool all_willing = std::all_of(offers.begin(), offers.end(), [](const Offer& o) { return o.offered & kWilling; });
-  const bool any_loaded = std::any_of(offers.begin(), offers.end(), [](const Offer& o) { return o.offered & kLoaded; });
-  if (!all_willing || !any_loaded) return false;
+                    willing ? kWilling | (policy.loaded(channel) ? kLoaded : 0u) : 0u};
+  const std::vector<Offer> offers = gather_records(channel, offer);
+  const auto has = [](std::uint32_t flag) { return [flag](const Offer& o) { return (o.offered & flag) != 0; }; };
+  if (!std::all_of(offers.begin(), offers.end(), has(kWilling)) ||
+      !std::any_of(offers.begin(), offers.end(), has(kLoaded))) {
+    return false;
+  }
 
   BlockAnswer answer{0, -1, kRead, {}};
   int error = 0;
@@ -193,10 +202,7 @@ bool allgatherv_single_copy(ShmChannel& channel, SingleCopy& policy, const std::
 
   // 2. Every rank's answer, which also tells each rank that no one reads its
   // `send` any more.
-  std::vector<BlockAnswer> answers(static_cast<std::size_t>(n));
-  const std::vector<std::size_t> answer_sizes(static_cast<std::size_t>(n), sizeof(BlockAnswer));
-  gather(channel, reinterpret_cast<const std::byte*>(&answer), reinterpret_cast<std::byte*>(answers.data()),
-         answer_sizes, -1);
+  const std::vector<BlockAnswer> answers = gather_records(channel, answer);
   for (int r = 0; r < n; ++r) {
     const BlockAnswer& a = answers[static_cast<std::size_t>(r)];
     if (a.answer == kSizeDiffers) {

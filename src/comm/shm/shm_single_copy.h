@@ -1,6 +1,6 @@
-// SINGLE-COPY BROADCAST AND ALLGATHER. Through the slots a large broadcast is handed over one
-// slot at a time, and each hand-off needs the root and its receivers on a CPU
-// at about the same moment. When more threads want to run than the ranks have
+// SINGLE-COPY BROADCAST AND ALLGATHER. Through the slots a large broadcast is
+// handed over one slot at a time, and each hand-off needs the root and its
+// receivers on a CPU at about the same moment. When more threads want to run than the ranks have
 // CPUs, every hand-off waits for the scheduler instead (64 MiB, 2 ranks beside
 // three busy processes on 2 CPUs: about 1.5 ms per 1 MiB slot, 0.65 GB/s).
 // Then each receiver copies straight out of the root's buffer with
