@@ -133,9 +133,17 @@ TEST_F(CommunicatorChoice, DependsOnHostsAndSettings) {
   EXPECT_EQ(chosen(2, 1, {}), "hierarchical");  // one rank per host: the local part is trivial
 }
 
-// A process set across hosts takes the world's network; within a host, shared
-// memory, also where the job spans hosts.
+// A process set across hosts takes the world's network, composed with shared
+// memory inside each host where every host holds as many of its members, more
+// than one; within a host, shared memory, also where the job spans hosts.
 TEST_F(CommunicatorChoice, ProcessSetsTakeTheWorldsNetworkAcrossHosts) {
+  EXPECT_EQ(chosen(4, 2, {}, {0, 1, 2, 3}), "hierarchical");
+  EXPECT_EQ(chosen(6, 3, {}, {1, 2, 4, 5}), "hierarchical");
+  EXPECT_EQ(chosen(6, 3, {}, {0, 1, 2, 3}), "tcp");  // 3 members on one host, 1 on the other
+  EXPECT_EQ(chosen(6, 3, {}, {0, 3}), "tcp");        // one member per host
+  EXPECT_EQ(chosen(4, 2, {{"KOLO_HIERARCHICAL", "0"}}, {0, 1, 2, 3}), "tcp");
+  EXPECT_EQ(chosen(4, 2, {{"KOLO_BACKEND", "tcp"}}, {0, 1, 2, 3}), "tcp");
+  EXPECT_EQ(chosen(4, 2, {{"KOLO_BACKEND", "tcp"}, {"KOLO_HIERARCHICAL", "1"}}, {0, 1, 2, 3}), "hierarchical");
   EXPECT_EQ(chosen(4, 2, {}, {1, 2}), "tcp");
   EXPECT_EQ(chosen(4, 2, {}, {0, 1}), "shm");
   EXPECT_EQ(chosen(4, 2, {}, {2, 3}), "shm");
@@ -167,6 +175,64 @@ TEST_F(CommunicatorChoice, UnevenHostsFallBackToFlatTcpOrFailWhenForced) {
     place_uneven(rank);
     setenv("KOLO_HIERARCHICAL", "1", 1);
     EXPECT_THROW(join(), InvalidArgumentError);
+  }, options());
+}
+
+// Two fake hosts of three ranks; the set {1, 2, 4, 5} has two members on each,
+// so it composes shared memory inside each host with TCP between them.
+TEST_F(HierarchicalCommunicator, ProcessSetAcrossHostsThroughThePublicApi) {
+  testing::run_ranks(6, [](int rank) {
+    place_on_fake_host(rank, 3, 2);
+    kolo::init();
+    const ProcessSet set = add_process_set({1, 2, 4, 5});
+    if (rank % 3 != 0) {
+      std::vector<float> grads(100003, static_cast<float>(rank + 1));
+      kolo::allreduce(kolo::make_tensor(grads.data(), static_cast<std::int64_t>(grads.size())),
+                      {.op = ReduceOp::Average, .name = "grads", .process_set = set});
+      for (float g : grads) ASSERT_EQ(g, 4.0f);  // (2 + 3 + 5 + 6) / 4
+      float small = static_cast<float>(rank);
+      kolo::allreduce(kolo::make_tensor(&small, 1), {.op = ReduceOp::Sum, .name = "small", .process_set = set});
+      EXPECT_EQ(small, 12.0f);
+      std::int32_t mine = rank;
+      Buffer all = kolo::allgather(kolo::make_tensor(&mine, 1), {.name = "ids", .process_set = set});
+      EXPECT_EQ(std::vector<std::int32_t>(all.as<std::int32_t>(), all.as<std::int32_t>() + 4),
+                (std::vector<std::int32_t>{1, 2, 4, 5}));
+      std::int64_t seed = rank == 4 ? 42 : 0;
+      kolo::broadcast(kolo::make_tensor(&seed, 1), 2, {.name = "seed", .process_set = set});  // member 2: rank 4
+      EXPECT_EQ(seed, 42);
+    }
+    kolo::barrier();
+    kolo::shutdown();
+  }, options());
+}
+
+// A set member that dies is named by its job rank on every other member, also
+// where its host peer finds it first, through the host's shared memory, which
+// numbers the set's members on that host from 0.
+TEST_F(HierarchicalCommunicator, ProcessSetMemberKilledIsNamedByItsJobRank) {
+  testing::run_ranks(6, [](int rank) {
+    place_on_fake_host(rank, 3, 2);
+    auto m = join();
+    m.comm->barrier();  // nobody leaves while a peer still connects
+    if (rank % 3 == 0) return;
+    auto set = make_set_communicator(m.topology, 0, m.store.get(), 1, {1, 2, 4, 5}, {0, 0, 1, 1});
+    ASSERT_EQ(set->name(), "hierarchical");
+    float one = 1.0f;
+    set->allreduce(&one, &one, 1, DataType::Float32, ReduceOp::Sum);
+    EXPECT_EQ(one, 4.0f);
+    set->barrier();
+    if (rank == 5) _exit(0);
+    // Host 0's members come late, so that rank 4, waiting on rank 5 inside their
+    // host, is the first to judge (rank 2 would see its connection to rank 5 close).
+    if (rank < 3) std::this_thread::sleep_for(500ms);
+    std::vector<float> data(1 << 18, 1.0f);
+    try {
+      set->allreduce(data.data(), data.data(), data.size(), DataType::Float32, ReduceOp::Sum);
+      ADD_FAILURE() << "rank 5 is gone";
+    } catch (const PeerFailureError& e) {
+      EXPECT_EQ(e.peer_rank(), 5) << e.what();
+      EXPECT_NE(std::string(e.what()).find("rank 5"), std::string::npos) << e.what();
+    }
   }, options());
 }
 

@@ -1,7 +1,9 @@
 #include "bootstrap/communicator_choice.h"
 
 #include <algorithm>
+#include <numeric>
 #include <optional>
+#include <set>
 #include <vector>
 
 #include "comm/gloo/gloo_communicator.h"
@@ -101,15 +103,43 @@ std::string layout_problem(const Topology& t, comm::Communicator& flat) {
   return "";
 }
 
-std::unique_ptr<comm::Communicator> make_local(const Topology& t, int generation,
-                                               const comm::CommunicatorOptions& options) {
-  if (t.local_size == 1) return comm::make_self_communicator();
-  comm::CommunicatorOptions host_options = options;
-  host_options.first_job_rank = t.rank - t.local_rank;  // ranks are numbered host by host
-  // Hosts may be simulated on one machine, so the host index is part of the name.
-  return comm::make_shm_communicator(t.local_rank, t.local_size,
-                                     t.job_id + "-" + std::to_string(generation) + "-host" + std::to_string(t.cross_rank),
-                                     host_options);
+// A hierarchical communicator over `members` (job ranks, host by host:
+// members[h * local_size + l] is local rank l of the group's host h).
+struct Hierarchy {
+  std::string keys;     // the group's rendezvous keys, under the network's prefix
+  std::string verdict;  // its failure verdict's prefix
+  std::string segment;  // its hosts' shared-memory names, less the host
+  std::vector<int> members;
+  comm::HostLayout layout;
+};
+
+std::unique_ptr<comm::Communicator> make_hierarchy(Network network, const Topology& t, store::StoreClient* store,
+                                                   const comm::CommunicatorOptions& options, Hierarchy h,
+                                                   std::unique_ptr<comm::GlooCommunicator> flat) {
+  const int L = h.layout.local_size, local_rank = h.layout.local_rank;
+  std::unique_ptr<comm::Communicator> local;
+  if (L == 1) {
+    local = comm::make_self_communicator();
+  } else {
+    comm::CommunicatorOptions host_options = options;
+    const auto first = h.members.begin() + static_cast<std::ptrdiff_t>(h.layout.cross_rank) * L;
+    host_options.job_ranks.assign(first, first + L);
+    // Hosts may be simulated on one machine, so the host index is part of the name.
+    local = comm::make_shm_communicator(local_rank, L, h.segment + "-host" + std::to_string(t.cross_rank),
+                                        host_options);
+  }
+  // Same-local-rank peers, one per host.
+  comm::GlooGroup cross_group;
+  cross_group.rank = h.layout.cross_rank;
+  cross_group.size = h.layout.cross_size;
+  cross_group.key_prefix = h.keys + "cross" + std::to_string(local_rank) + "/";
+  cross_group.verdict_prefix = h.verdict;
+  for (int host = 0; host < h.layout.cross_size; ++host)
+    cross_group.job_ranks.push_back(h.members[static_cast<std::size_t>(host * L + local_rank)]);
+  auto cross = make_network(network, cross_group, t, store, options);
+  h.layout.job_ranks = std::move(h.members);
+  return comm::make_hierarchical_communicator(h.layout, std::move(local), std::move(cross), std::move(flat),
+                                              comm::FailureVerdict(store, h.verdict, comm::rank_name(t.rank)));
 }
 
 std::unique_ptr<comm::Communicator> make_hierarchical(Network network, const Topology& t, int generation,
@@ -121,18 +151,30 @@ std::unique_ptr<comm::Communicator> make_hierarchical(Network network, const Top
     if (t.rank == 0) KOLO_LOG(Warning, "using the flat TCP communicator, not the hierarchical one: " << problem);
     return flat;
   }
-  auto local = make_local(t, generation, options);
-  // Same-local-rank peers, one per host.
-  comm::GlooGroup cross_group;
-  cross_group.rank = t.cross_rank;
-  cross_group.size = t.cross_size;
-  cross_group.key_prefix = network_prefix(network, generation) + "cross" + std::to_string(t.local_rank) + "/";
-  cross_group.verdict_prefix = verdict_prefix(generation);
-  for (int h = 0; h < t.cross_size; ++h) cross_group.job_ranks.push_back(h * t.local_size + t.local_rank);
-  auto cross = make_network(network, cross_group, t, store, options);
-  comm::HostLayout layout{t.local_rank, t.local_size, t.cross_rank, t.cross_size};
-  return comm::make_hierarchical_communicator(layout, std::move(local), std::move(cross), std::move(flat),
-                                              comm::FailureVerdict(store, verdict_prefix(generation), comm::rank_name(t.rank)));
+  Hierarchy h{.keys = network_prefix(network, generation),
+              .verdict = verdict_prefix(generation),
+              .segment = t.job_id + "-" + std::to_string(generation),
+              .members = std::vector<int>(static_cast<std::size_t>(t.size)),
+              .layout = {t.local_rank, t.local_size, t.cross_rank, t.cross_size, {}}};
+  std::iota(h.members.begin(), h.members.end(), 0);
+  return make_hierarchy(network, t, store, options, std::move(h), std::move(flat));
+}
+
+// A process set's place in a hierarchy: its members (ascending) come host by
+// host, as many on each of several hosts, more than one on each (with one per
+// host the composition is the flat communicator's call). Empty otherwise.
+std::optional<comm::HostLayout> set_layout(const std::vector<int>& hosts, int index) {
+  const auto n = static_cast<int>(hosts.size());
+  const auto L = static_cast<int>(std::find_if(hosts.begin(), hosts.end(), [&](int h) { return h != hosts[0]; }) -
+                                  hosts.begin());
+  if (L < 2 || L == n || n % L != 0) return std::nullopt;
+  std::set<int> seen;
+  for (int i = 0; i < n; i += L) {
+    if (!seen.insert(hosts[static_cast<std::size_t>(i)]).second) return std::nullopt;
+    for (int j = i; j < i + L; ++j)
+      if (hosts[static_cast<std::size_t>(j)] != hosts[static_cast<std::size_t>(i)]) return std::nullopt;
+  }
+  return comm::HostLayout{index % L, L, index / L, n / L, {}};
 }
 
 std::unique_ptr<comm::Communicator> make_mpi(const Topology& t, const comm::CommunicatorOptions& options) {
@@ -189,11 +231,17 @@ std::unique_ptr<comm::Communicator> make_set_communicator(const Topology& t, int
   if (size == 1) return comm::make_self_communicator();
   const std::string set_name = "set" + std::to_string(set_id);
   const Backend backend = backend_from_env();
+  const auto options = options_from_env();
   const bool one_host = std::all_of(hosts.begin(), hosts.end(), [&](int host) { return host == hosts.front(); });
-  if (one_host && (backend == Backend::Auto || backend == Backend::Shm))
+  if (one_host && (backend == Backend::Auto || backend == Backend::Shm)) {
+    comm::CommunicatorOptions set_options = options;
+    set_options.job_ranks = ranks;
     return comm::make_shm_communicator(index, size, t.job_id + "-" + std::to_string(generation) + "-" + set_name,
-                                       options_from_env());
-  // Otherwise TCP as the world's network would be: kolo's own sockets unless KOLO_BACKEND=gloo.
+                                       set_options);
+  }
+  // Otherwise TCP as the world's network would be: kolo's own sockets unless
+  // KOLO_BACKEND=gloo, composed with shared memory inside each host where the
+  // world would be.
   const Network network = backend == Backend::Gloo ? Network::Gloo : Network::Tcp;
   comm::GlooGroup group;
   group.rank = index;
@@ -201,7 +249,19 @@ std::unique_ptr<comm::Communicator> make_set_communicator(const Topology& t, int
   group.key_prefix = generation_prefix(generation) + set_name + "/" + (network == Network::Tcp ? "tcp/" : "gloo/");
   group.verdict_prefix = verdict_prefix(generation) + set_name + "/";
   group.job_ranks = ranks;
-  return make_network(network, group, t, store, options_from_env());
+  auto flat = make_network(network, group, t, store, options);
+  const auto hierarchical = hierarchical_from_env();
+  const bool composed = backend == Backend::Auto ? hierarchical.value_or(true)
+                        : backend == Backend::Tcp || backend == Backend::Gloo ? hierarchical.value_or(false)
+                                                                              : false;
+  const auto layout = composed ? set_layout(hosts, index) : std::nullopt;
+  if (!layout) return flat;
+  Hierarchy h{.keys = group.key_prefix,
+              .verdict = group.verdict_prefix,
+              .segment = t.job_id + "-" + std::to_string(generation) + "-" + set_name,
+              .members = ranks,
+              .layout = *layout};
+  return make_hierarchy(network, t, store, options, std::move(h), std::move(flat));
 }
 
 std::unique_ptr<comm::Communicator> make_communicator(const Topology& t, int generation, store::StoreClient* store) {

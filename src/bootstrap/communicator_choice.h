@@ -39,7 +39,10 @@ std::unique_ptr<comm::Communicator> make_communicator(const Topology& topology, 
 // The communicator of process set `set_id` among its members `ranks` (job ranks,
 // ascending, this rank among them) on `hosts` (each member's cross rank): shared
 // memory when the members share a host (unless KOLO_BACKEND asks for TCP), else
-// kolo's TCP communicator between the members (Gloo's with KOLO_BACKEND=gloo).
+// kolo's TCP communicator between the members (Gloo's with KOLO_BACKEND=gloo),
+// composed with shared memory inside each host (hierarchical) when every host
+// holds as many members as the others, more than one, and hierarchical is the
+// world's default or KOLO_HIERARCHICAL=1 asks for it.
 // Its ranks are the members' indices in `ranks`.
 std::unique_ptr<comm::Communicator> make_set_communicator(const Topology& topology, int generation,
                                                           store::StoreClient* store, int set_id,

@@ -44,12 +44,13 @@ struct CommunicatorOptions {
   std::chrono::milliseconds peer_timeout{30000};
   // How long setup waits for every peer to attach.
   std::chrono::milliseconds connect_timeout{30000};
-  // The job rank of this communicator's rank 0, for messages only. A
-  // communicator among one host's ranks of a larger job (the hierarchical
-  // communicator's part inside a host) numbers them from 0 but names them as
-  // the job does, so that every rank's error names the same process;
-  // PeerFailureError::peer_rank() stays this communicator's own number.
-  int first_job_rank = 0;
+  // The job rank of each of this communicator's ranks, for messages only;
+  // empty when they are the job's. A communicator among some of the job's ranks
+  // (a process set's, the hierarchical communicator's part inside a host) numbers
+  // them from 0 but names them as the job does, so that every rank's error names
+  // the same process; PeerFailureError::peer_rank() stays this communicator's own
+  // number.
+  std::vector<int> job_ranks;
 };
 
 class Communicator {

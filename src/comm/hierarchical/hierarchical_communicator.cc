@@ -32,7 +32,9 @@ class HierarchicalCommunicator final : public Communicator {
         verdict_(std::move(verdict)) {
     if (local_->size() != layout_.local_size || local_->rank() != layout_.local_rank ||
         cross_->size() != layout_.cross_size || cross_->rank() != layout_.cross_rank ||
-        flat_->size() != layout_.local_size * layout_.cross_size || flat_->rank() != job_rank(Part::Local, layout_.local_rank))
+        flat_->size() != layout_.local_size * layout_.cross_size ||
+        flat_->rank() != layout_.cross_rank * layout_.local_size + layout_.local_rank ||
+        (!layout_.job_ranks.empty() && static_cast<int>(layout_.job_ranks.size()) != flat_->size()))
       throw InvalidArgumentError("hierarchical communicator: the local, cross and flat communicators do not match "
                                  "the host layout");
   }
@@ -231,14 +233,19 @@ class HierarchicalCommunicator final : public Communicator {
     run(Part::Local, [&] { gather(counts); });
   }
 
+  // The job rank of a part's rank: the parts' own numbers are this
+  // communicator's, host by host, and those are the job's unless it serves some
+  // of the job's ranks (layout_.job_ranks).
   int job_rank(Part part, int part_rank) const {
     if (part_rank < 0) return -1;
+    int rank = part_rank;
     switch (part) {
-      case Part::Local: return layout_.cross_rank * layout_.local_size + part_rank;
-      case Part::Cross: return part_rank * layout_.local_size + layout_.local_rank;
-      case Part::Flat: return part_rank;
+      case Part::Local: rank = layout_.cross_rank * layout_.local_size + part_rank; break;
+      case Part::Cross: rank = part_rank * layout_.local_size + layout_.local_rank; break;
+      case Part::Flat: break;
     }
-    return -1;
+    const auto& ranks = layout_.job_ranks;
+    return rank < static_cast<int>(ranks.size()) ? ranks[static_cast<std::size_t>(rank)] : rank;
   }
 
   template <typename Body>

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "comm/communicator.h"
 #include "comm/gloo/failure_verdict.h"
@@ -18,6 +19,9 @@ struct HostLayout {
   int local_size = 1;
   int cross_rank = 0;
   int cross_size = 1;
+  // The job rank of each rank, for failures and messages; empty when the
+  // communicator's ranks are the job's (a process set's are some of them).
+  std::vector<int> job_ranks;
 };
 
 // `local`: the ranks of this host (its rank is local_rank). `cross`: the ranks
@@ -39,7 +43,7 @@ struct HostLayout {
 // and once across hosts, by one rank each, so every rank gets the same bits.
 //
 // FAILURE. The host's part reports ranks in its own numbering (its messages name
-// job ranks: CommunicatorOptions::first_job_rank), the parts across hosts in the
+// job ranks: CommunicatorOptions::job_ranks), the parts across hosts in the
 // job's; the failure becomes the job-wide `verdict`. A failure seen in one part is
 // then spread through the others at once (the local communicator is aborted with
 // the verdict, the TCP ones closed through fail_peer), because a peer may be

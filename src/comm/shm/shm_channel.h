@@ -35,7 +35,10 @@ class ShmChannel {
   // CPU at once, since the peer it waits for may be queued behind it.
   bool ranks_share_cpus() const { return oversubscribed_; }
   // The job rank of this channel's `rank`, for messages.
-  int job_rank(int rank) const { return options_.first_job_rank + rank; }
+  int job_rank(int rank) const {
+    const auto& ranks = options_.job_ranks;
+    return rank >= 0 && rank < static_cast<int>(ranks.size()) ? ranks[static_cast<std::size_t>(rank)] : rank;
+  }
 
   // The name of the running collective, for error messages.
   void set_operation(const char* name) { operation_ = name; }
