@@ -65,6 +65,29 @@ TEST(ShmSingleCopy, ForcedChoicesHold) {
       without_store());
 }
 
+// Rank 0's KOLO_SHM_SINGLE_COPY is the job's (recorded in the segment): under
+// `never` no rank offers its buffer, and the calls take no step for the offers.
+TEST(ShmSingleCopy, TheJobTakesRankZerosModeAndNeverSkipsTheOffers) {
+  testing::run_ranks(
+      2,
+      [](int rank) {
+        const SegmentConfig config{.slot_bytes = 4096,
+                                   .small_bytes = 1024,
+                                   .single_copy = rank == 0 ? SingleCopyMode::Never : SingleCopyMode::Always};
+        ShmChannel channel(join_segment(segment_name(std::getenv("KOLO_JOB_ID")), rank, 2, config, 10s), rank,
+                           CommunicatorOptions{});
+        EXPECT_EQ(channel.single_copy_mode(), SingleCopyMode::Never);
+        SingleCopy policy(channel.single_copy_mode());
+        std::vector<std::byte> block(64 << 10, std::byte{1}), both(2 * block.size());
+        const std::vector<std::size_t> sizes(2, block.size());
+        const std::uint32_t step = channel.step();
+        EXPECT_FALSE(broadcast_single_copy(channel, policy, block.data(), block.size(), 1));
+        EXPECT_FALSE(allgatherv_single_copy(channel, policy, block.data(), both.data(), sizes));
+        EXPECT_EQ(channel.step(), step);
+      },
+      without_store());
+}
+
 // Three busy processes on the rank's one CPU: the rank waits for it about 3/4
 // of the time, and offers its buffer.
 TEST(ShmSingleCopy, RootThatWaitsForItsCpuOffersItsBuffer) {

@@ -95,6 +95,7 @@ ShmChannel::ShmChannel(JoinedSegment segment, int rank, const CommunicatorOption
       layout_(segment.layout),
       small_bytes_(segment.small_bytes),
       mapped_bytes_(segment.mapped_bytes),
+      single_copy_(segment.single_copy),
       rank_(rank),
       options_(options),
       step_(segment.first_step) {

@@ -31,6 +31,8 @@ class ShmChannel {
   std::size_t slot_bytes() const { return layout_.slot_bytes; }
   std::size_t small_bytes() const { return small_bytes_; }
   std::size_t mapped_bytes() const { return mapped_bytes_; }
+  // The job's KOLO_SHM_SINGLE_COPY (rank 0's, recorded in the segment).
+  SingleCopyMode single_copy_mode() const { return single_copy_; }
   // More ranks than the CPUs they may run on together: a waiter then yields its
   // CPU at once, since the peer it waits for may be queued behind it.
   bool ranks_share_cpus() const { return oversubscribed_; }
@@ -125,6 +127,7 @@ class ShmChannel {
   Layout layout_;
   std::size_t small_bytes_;
   std::size_t mapped_bytes_;
+  SingleCopyMode single_copy_;
   int rank_;
   CommunicatorOptions options_;
   std::uint32_t step_;

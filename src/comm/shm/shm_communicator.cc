@@ -135,12 +135,12 @@ constexpr std::size_t kDefaultMappedBytes = std::size_t{1} << 20;
 
 class ShmCommunicator final : public Communicator {
  public:
-  ShmCommunicator(std::unique_ptr<ShmChannel> channel, shm::SingleCopyMode single_copy)
+  explicit ShmCommunicator(std::unique_ptr<ShmChannel> channel)
       : channel_(std::move(channel)),
         srcs_(static_cast<std::size_t>(channel_->size())),
         run_srcs_(static_cast<std::size_t>(channel_->size())),
         exchange_(channel_->size()),
-        single_copy_(single_copy) {}
+        single_copy_(channel_->single_copy_mode()) {}
 
   int rank() const override { return channel_->rank(); }
   int size() const override { return channel_->size(); }
@@ -389,6 +389,7 @@ shm::SegmentConfig config_from_env(int size) {
   config.first_step = static_cast<std::uint32_t>(env::get_int_in("KOLO_SHM_FIRST_STEP", 0, 0, UINT32_MAX));
   config.slot_bytes = static_cast<std::size_t>(slot) / shm::kPageSize * shm::kPageSize;
   config.small_bytes = std::min(static_cast<std::size_t>(small), config.slot_bytes);
+  config.single_copy = shm::single_copy_mode_from_env();
   return config;
 }
 
@@ -396,7 +397,6 @@ shm::SegmentConfig config_from_env(int size) {
 
 void check_shm_settings() {
   config_from_env(1);
-  shm::single_copy_mode_from_env();
 }
 
 std::unique_ptr<Communicator> make_shm_communicator(int rank, int size, const std::string& job_id,
@@ -406,12 +406,8 @@ std::unique_ptr<Communicator> make_shm_communicator(int rank, int size, const st
   }
   const std::string name = shm::segment_name(job_id);
   shm::SegmentConfig config = rank == 0 ? config_from_env(size) : shm::SegmentConfig{};
-  // Every rank reads its own: a broadcast's root decides for its receivers, and
-  // an allgatherv's ranks say in its first step whether they let it.
-  const shm::SingleCopyMode single_copy = shm::single_copy_mode_from_env();
   shm::JoinedSegment joined = shm::join_segment(name, rank, size, config, options.connect_timeout);
-  return std::make_unique<ShmCommunicator>(std::make_unique<ShmChannel>(std::move(joined), rank, options),
-                                           single_copy);
+  return std::make_unique<ShmCommunicator>(std::make_unique<ShmChannel>(std::move(joined), rank, options));
 }
 
 }  // namespace kolo::comm

@@ -14,8 +14,7 @@ namespace kolo::comm {
 // the others wait for it up to options.connect_timeout. The name is removed as
 // soon as every rank has attached.
 //
-// Tunables (read by rank 0, which records them in the segment for the others,
-// except KOLO_SHM_SINGLE_COPY):
+// Tunables (read by rank 0, which records them in the segment for the others):
 //  KOLO_SHM_SLOT_BYTES   bytes per pipeline slot and rank (two slots each)
 //  KOLO_SHM_SMALL_BYTES  allreduce up to this size takes the one-step path
 //  KOLO_SHM_MAPPED_BYTES allreduce and allgatherv from this size whose buffers
@@ -26,8 +25,9 @@ namespace kolo::comm {
 //                        receivers copy straight out of the root's buffer, and
 //                        a large plain-memory allgatherv's ranks out of each
 //                        other's (shm_single_copy.h; auto: while the CPUs are
-//                        busy). Every rank reads its own; a broadcast's root
-//                        decides, an allgatherv takes it when all ranks let it.
+//                        busy; never: the calls skip the offers too). Within
+//                        `auto`, a broadcast's root decides, an allgatherv
+//                        takes it when all ranks let it.
 //
 // Errors: InvalidArgumentError (bad rank/size/job id), kolo::Error (a stale
 // segment of the same name exists), TimeoutError (a rank did not show up),

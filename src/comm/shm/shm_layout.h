@@ -74,6 +74,7 @@ struct alignas(kCacheLine) SegmentHeader {
   std::uint64_t total_bytes;         // size of the whole segment
   std::uint32_t first_step;          // initial value of every counter (see SegmentConfig)
   std::uint64_t mapped_bytes;        // allreduce, allgatherv from this size: in place of shareable buffers
+  std::uint32_t single_copy;         // SingleCopyMode (shm_segment.h)
   alignas(kCacheLine) std::atomic<std::uint32_t> attached;  // ranks that have mapped it
 };
 

@@ -99,7 +99,7 @@ JoinedSegment create_segment(const std::string& name, int size, const SegmentCon
                                   " bytes of shared memory in /dev/shm" + name + " (is /dev/shm full?)"));
   }
   JoinedSegment joined{map_shared(fd.get(), layout.total_bytes, true), layout, config.small_bytes, config.mapped_bytes,
-                       config.first_step};
+                       config.first_step, config.single_copy};
   SegmentHeader& header = header_of(joined.mapping);
   header.size = static_cast<std::uint32_t>(size);
   header.slot_bytes = config.slot_bytes;
@@ -107,6 +107,7 @@ JoinedSegment create_segment(const std::string& name, int size, const SegmentCon
   header.total_bytes = layout.total_bytes;
   header.first_step = config.first_step;
   header.mapped_bytes = config.mapped_bytes;
+  header.single_copy = static_cast<std::uint32_t>(config.single_copy);
   for (int r = 0; r < size; ++r) {
     RankControl& c = control_of(joined.mapping, layout, r);
     for (Counter* counter : {&c.posted, &c.reduced, &c.consumed}) counter->value.store(config.first_step);
@@ -139,8 +140,12 @@ std::optional<JoinedSegment> try_attach(const std::string& name, int size) {
                 " bytes, expected " + std::to_string(layout.total_bytes) + "): it was not made by this kolo version");
   }
   ::madvise(mapping.base(), bytes, MADV_WILLNEED);
+  if (header.single_copy > static_cast<std::uint32_t>(SingleCopyMode::Never))
+    throw Error("shared memory segment /dev/shm" + name + " names an unknown single-copy mode (" +
+                std::to_string(header.single_copy) + "): it was not made by this kolo version");
   return JoinedSegment{std::move(mapping), layout, static_cast<std::size_t>(header.small_bytes),
-                       static_cast<std::size_t>(header.mapped_bytes), header.first_step};
+                       static_cast<std::size_t>(header.mapped_bytes), header.first_step,
+                       static_cast<SingleCopyMode>(header.single_copy)};
 }
 
 JoinedSegment attach_segment(const std::string& name, int rank, int size, Clock::time_point deadline,

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "comm/shm/shm_layout.h"
@@ -32,6 +33,9 @@ class Mapping {
   std::size_t bytes_ = 0;
 };
 
+// KOLO_SHM_SINGLE_COPY (shm_single_copy.h), as rank 0 read it for the job.
+enum class SingleCopyMode : std::uint32_t { Auto, Always, Never };
+
 struct SegmentConfig {
   std::size_t slot_bytes = 0;
   std::size_t small_bytes = 0;
@@ -42,6 +46,7 @@ struct SegmentConfig {
   // Step number the job starts at; every counter starts there. Only tests set it
   // (close to 2^32, to run through the counters' wraparound).
   std::uint32_t first_step = 0;
+  SingleCopyMode single_copy = SingleCopyMode::Auto;
 };
 
 struct JoinedSegment {
@@ -50,6 +55,7 @@ struct JoinedSegment {
   std::size_t small_bytes = 0;
   std::size_t mapped_bytes = 0;
   std::uint32_t first_step = 0;
+  SingleCopyMode single_copy = SingleCopyMode::Auto;
 };
 
 // "/kolo-<job_id>-shm"; throws InvalidArgumentError for a job id that is empty,

@@ -118,6 +118,7 @@ void SingleCopy::refused(const std::string& why) {
 }
 
 bool broadcast_single_copy(ShmChannel& channel, SingleCopy& policy, std::byte* buffer, std::size_t bytes, int root) {
+  if (!policy.enabled()) return false;
   const int n = channel.size(), me = channel.rank();
   // 1. The root offers its buffer, or not.
   Offer offer{};
@@ -168,6 +169,7 @@ bool broadcast_single_copy(ShmChannel& channel, SingleCopy& policy, std::byte* b
 
 bool allgatherv_single_copy(ShmChannel& channel, SingleCopy& policy, const std::byte* send, std::byte* recv,
                             std::span<const std::size_t> sizes) {
+  if (!policy.enabled()) return false;
   const int n = channel.size(), me = channel.rank();
   const std::vector<std::size_t> offsets = prefix_offsets(sizes);
   const std::size_t mine = sizes[me];

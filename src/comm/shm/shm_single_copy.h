@@ -13,7 +13,8 @@
 // copy at the same time: 20 GB/s for 64 MiB against about 11 for one
 // process_vm_readv stream), so by default (KOLO_SHM_SINGLE_COPY=auto) the root
 // offers its buffer only while it waits for a CPU itself (SingleCopy::offer);
-// `always` and `never` force the choice. A receiver the kernel
+// `always` and `never` force the choice. The mode is the job's: rank 0 reads it
+// and records it in the segment with the other tunables. A receiver the kernel
 // refuses (it may not ptrace the root: another user, Yama, a container's
 // seccomp profile) says so in the second step; every rank then runs the slot
 // path, and the root logs why and stops offering.
@@ -33,14 +34,17 @@
 
 namespace kolo::comm::shm {
 
-enum class SingleCopyMode { Auto, Always, Never };
-
 // KOLO_SHM_SINGLE_COPY: auto (default), always or never; InvalidArgumentError otherwise.
 SingleCopyMode single_copy_mode_from_env();
 
 class SingleCopy {
  public:
   explicit SingleCopy(SingleCopyMode mode) : mode_(mode) {}
+
+  // Whether the ranks may read each other's buffers at all: the job's mode is
+  // not `never`. It is the same on every rank, so without it the calls skip
+  // the step in which the ranks offer their buffers.
+  bool enabled() const { return mode_ != SingleCopyMode::Never; }
 
   // Whether this rank, as a broadcast's root, offers its buffer to be read in
   // place. Under Auto: when the ranks share CPUs, or when the calling thread
