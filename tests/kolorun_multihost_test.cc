@@ -470,9 +470,10 @@ INSTANTIATE_TEST_SUITE_P(Backends, KolorunLinkDown, ::testing::Values("tcp", "gl
 class KolorunSuiteAcrossHosts : public KolorunMultihostTest {
  protected:
   // kolorun in host 0 runs the suite with `slots` ranks per host; `env` goes to
-  // the ranks. Expects every rank to pass and rank 0 to have chosen `communicator`.
+  // the ranks, `args` to the suite. Expects every rank to pass, rank 0 to have
+  // chosen `communicator`, and `logged` (if any) in the ranks' log.
   void run_suite(const std::vector<int>& slots, const std::vector<std::string>& env, const std::string& communicator,
-                 bool ipv6 = false) {
+                 bool ipv6 = false, const std::vector<std::string>& args = {}, const std::string& logged = "") {
     make_hosts(static_cast<int>(slots.size()), "", /*resolvable_names=*/true, ipv6);
     int size = 0;
     for (int n : slots) size += n;
@@ -481,7 +482,7 @@ class KolorunSuiteAcrossHosts : public KolorunMultihostTest {
     auto result = run_netns_job(concat(concat({"--timeout", seconds_bound(50s), "--bind-to", "none", "-H", host_list(slots), "env",
                                                "KOLO_LOG_LEVEL=info"},
                                               env),
-                                       {KOLO_COLLECTIVE_SUITE_PATH}),
+                                       concat({KOLO_COLLECTIVE_SUITE_PATH}, args)),
                                 time_bound(60s));
     RecordProperty("seconds", std::to_string(result.elapsed.count() / 1000.0));
     ASSERT_EQ(result.exit_code, 0) << result.err << result.out;
@@ -493,10 +494,17 @@ class KolorunSuiteAcrossHosts : public KolorunMultihostTest {
     const std::string choice = "communicator: " + communicator + " (" + std::to_string(size) + " ranks on " +
                                std::to_string(slots.size()) + " host(s), started by kolorun)";
     EXPECT_NE(result.err.find(choice), std::string::npos) << result.err;
+    if (!logged.empty()) EXPECT_NE(result.err.find(logged), std::string::npos) << result.err;
   }
 };
 
 TEST_F(KolorunSuiteAcrossHosts, TwoHostsTwoRanksEachHierarchical) { run_suite({2, 2}, {}, "hierarchical"); }
+
+// A process set of every rank composes the hosts' shared memory with TCP as the world does.
+TEST_F(KolorunSuiteAcrossHosts, TwoHostsTwoRanksEachThroughAProcessSet) {
+  run_suite({2, 2}, {}, "hierarchical", false, {"--through-a-process-set"},
+            "process set 1: communicator hierarchical (4 ranks on 2 host(s))");
+}
 
 TEST_F(KolorunSuiteAcrossHosts, TwoHostsTwoRanksEachFlatGloo) {
   run_suite({2, 2}, {"KOLO_BACKEND=gloo"}, "gloo");

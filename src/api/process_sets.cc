@@ -2,9 +2,11 @@
 // the global set first, then the members build its communicator and engine.
 #include <algorithm>
 #include <cstdint>
+#include <set>
 #include <string>
 
 #include "api/runtime.h"
+#include "common/logging.h"
 #include "kolo/collectives.h"
 #include "kolo/error.h"
 #include "kolo/process_set.h"
@@ -73,6 +75,10 @@ ProcessSet add_process_set(std::vector<int> ranks) {
     std::vector<int> hosts;
     for (int member : members) hosts.push_back(gathered.hosts[static_cast<std::size_t>(member)]);
     set.engine = std::make_shared<engine::Engine>(session.job->set_communicator(id, members, hosts), config);
+    if (session.job->topology().rank == members.front())
+      KOLO_LOG(Info, "process set " << id << ": communicator " << set.engine->backend() << " (" << members.size()
+                                    << " ranks on " << std::set<int>(hosts.begin(), hosts.end()).size()
+                                    << " host(s))");
   }
   session.sets->add(id, std::move(set));
   return ProcessSet{id};

@@ -78,7 +78,8 @@ std::vector<std::int64_t> suite_sizes(DataType dtype, std::int64_t fusion_thresh
   return {0, 1, 7919, large_bytes / element, fusion_threshold / element * 3 + 5};
 }
 
-void sweep_allreduce(DataType dtype, std::int64_t count, int salt, SuiteFailures& failures, bool wrong_inputs) {
+void sweep_allreduce(DataType dtype, std::int64_t count, int salt, SuiteFailures& failures, bool wrong_inputs,
+                     const ProcessSet& set) {
   // Every op in flight at once, as a training step submits its tensors.
   struct InFlight {
     ReduceOp op;
@@ -92,7 +93,7 @@ void sweep_allreduce(DataType dtype, std::int64_t count, int salt, SuiteFailures
     auto& flight = ops.emplace_back(
         InFlight{op, label("allreduce", dtype, count) + "." + to_string(op),
                  make_values(kolo::rank(), count, dtype, wrong_inputs ? salt + 7777 : salt), Handle{}});
-    flight.handle = kolo::allreduce_async(Tensor{flight.data.data(), dtype, {count}}, {.op = op, .name = flight.what});
+    flight.handle = kolo::allreduce_async(Tensor{flight.data.data(), dtype, {count}}, {.op = op, .name = flight.what, .process_set = set});
   }
   std::vector<std::uint64_t> hashes;
   std::vector<std::string> whats;
@@ -105,12 +106,12 @@ void sweep_allreduce(DataType dtype, std::int64_t count, int salt, SuiteFailures
   for (const auto& problem : differences_between_ranks(hashes, whats)) failures.add(problem);
 }
 
-void sweep_allgather(DataType dtype, std::int64_t count, int salt, SuiteFailures& failures) {
+void sweep_allgather(DataType dtype, std::int64_t count, int salt, SuiteFailures& failures, const ProcessSet& set) {
   // Rank r contributes count + r rows of 2 elements: first dimensions differ.
   const int me = kolo::rank();
   auto what = label("allgather", dtype, count);
   auto mine = make_values(me, (count + me) * 2, dtype, salt);
-  Buffer out = kolo::allgather(Tensor{mine.data(), dtype, {count + me, 2}}, {.name = what});
+  Buffer out = kolo::allgather(Tensor{mine.data(), dtype, {count + me, 2}}, {.name = what, .process_set = set});
   std::int64_t rows = 0;
   for (int r = 0; r < kolo::size(); ++r) rows += count + r;
   if (out.shape() != Shape{rows, 2}) {
@@ -130,15 +131,15 @@ void sweep_allgather(DataType dtype, std::int64_t count, int salt, SuiteFailures
   expect_bitwise_equal_everywhere(out.data(), out.nbytes(), what, failures);
 }
 
-void sweep_broadcast(DataType dtype, std::int64_t count, int salt, SuiteFailures& failures) {
+void sweep_broadcast(DataType dtype, std::int64_t count, int salt, SuiteFailures& failures, const ProcessSet& set) {
   const int root = kolo::size() - 1;
   auto what = label("broadcast", dtype, count);
   auto data = make_values(kolo::rank(), count, dtype, salt);
-  kolo::broadcast(Tensor{data.data(), dtype, {count}}, root, {.name = what});
+  kolo::broadcast(Tensor{data.data(), dtype, {count}}, root, {.name = what, .process_set = set});
   if (data != make_values(root, count, dtype, salt)) failures.add(what + ": not root " + std::to_string(root) + "'s data");
 }
 
-void sweep_alltoall(DataType dtype, std::int64_t count, int salt, SuiteFailures& failures) {
+void sweep_alltoall(DataType dtype, std::int64_t count, int salt, SuiteFailures& failures, const ProcessSet& set) {
   // Rank s sends (count % 5) + s + d rows to rank d: uneven, rank-dependent splits.
   const int n = kolo::size();
   const int me = kolo::rank();
@@ -151,7 +152,7 @@ void sweep_alltoall(DataType dtype, std::int64_t count, int salt, SuiteFailures&
   }
   auto what = label("alltoall", dtype, count);
   auto mine = make_values(me, total, dtype, salt);
-  Handle h = kolo::alltoall_async(Tensor{mine.data(), dtype, {total}}, splits, {.name = what});
+  Handle h = kolo::alltoall_async(Tensor{mine.data(), dtype, {total}}, splits, {.name = what, .process_set = set});
   h.wait();
   Buffer out = h.take_output();
   std::int64_t offset = 0;
@@ -176,7 +177,8 @@ void sweep_alltoall(DataType dtype, std::int64_t count, int salt, SuiteFailures&
     failures.add(what + ": " + std::to_string(out.shape()[0]) + " rows received, want " + std::to_string(offset));
 }
 
-void sweep_reducescatter(DataType dtype, std::int64_t count, int salt, SuiteFailures& failures) {
+void sweep_reducescatter(DataType dtype, std::int64_t count, int salt, SuiteFailures& failures,
+                         const ProcessSet& set) {
   const int n = kolo::size();
   const int me = kolo::rank();
   // Both ops in flight at once, from the same input (reducescatter does not write it).
@@ -185,7 +187,7 @@ void sweep_reducescatter(DataType dtype, std::int64_t count, int salt, SuiteFail
   for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Average}) {
     if (dtype == DataType::Bool && op == ReduceOp::Average) continue;
     auto what = label("reducescatter", dtype, count) + "." + to_string(op);
-    ops.emplace_back(op, kolo::reducescatter_async(Tensor{input.data(), dtype, {count}}, op, {.name = what}));
+    ops.emplace_back(op, kolo::reducescatter_async(Tensor{input.data(), dtype, {count}}, op, {.name = what, .process_set = set}));
   }
   for (auto& [op, handle] : ops) {
     auto what = label("reducescatter", dtype, count) + "." + to_string(op);
@@ -209,11 +211,12 @@ int sweep_every_collective(const SuiteSettings& settings, SuiteFailures& failure
   for (DataType dtype : kAllDataTypes) {
     for (std::int64_t count : suite_sizes(dtype, settings.fusion_threshold, settings.large_bytes)) {
       ++salt;
-      sweep_allreduce(dtype, count, salt, failures, wrong_inputs);
-      sweep_allgather(dtype, count, salt, failures);
-      sweep_broadcast(dtype, count, salt, failures);
-      sweep_alltoall(dtype, count, salt, failures);
-      sweep_reducescatter(dtype, count, salt, failures);
+      const ProcessSet& set = settings.process_set;
+      sweep_allreduce(dtype, count, salt, failures, wrong_inputs, set);
+      sweep_allgather(dtype, count, salt, failures, set);
+      sweep_broadcast(dtype, count, salt, failures, set);
+      sweep_alltoall(dtype, count, salt, failures, set);
+      sweep_reducescatter(dtype, count, salt, failures, set);
     }
   }
   return salt;

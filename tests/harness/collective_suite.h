@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "kolo/process_set.h"
 #include "kolo/types.h"
 
 namespace kolo::testing {
@@ -56,17 +57,22 @@ struct SuiteSettings {
   // To see the suite catch a wrong answer: this rank's allreduce inputs are not
   // the values the references assume. -1: none.
   int wrong_inputs_rank = -1;
+  // The set the collectives run in: the global one by default; a set of every
+  // rank, to run the sweep over a process set's own communicator.
+  ProcessSet process_set;
 };
 
 // One collective on `count` elements of `dtype`; `salt` makes the values differ
 // between calls. Operation names start with the collective's name, the dtype and
 // the count ("allreduce.float32.7919.sum").
+// `set` runs them among its members (a set of every rank gives the same results).
 void sweep_allreduce(DataType dtype, std::int64_t count, int salt, SuiteFailures& failures,
-                     bool wrong_inputs = false);
-void sweep_allgather(DataType dtype, std::int64_t count, int salt, SuiteFailures& failures);
-void sweep_broadcast(DataType dtype, std::int64_t count, int salt, SuiteFailures& failures);
-void sweep_alltoall(DataType dtype, std::int64_t count, int salt, SuiteFailures& failures);
-void sweep_reducescatter(DataType dtype, std::int64_t count, int salt, SuiteFailures& failures);
+                     bool wrong_inputs = false, const ProcessSet& set = {});
+void sweep_allgather(DataType dtype, std::int64_t count, int salt, SuiteFailures& failures, const ProcessSet& set = {});
+void sweep_broadcast(DataType dtype, std::int64_t count, int salt, SuiteFailures& failures, const ProcessSet& set = {});
+void sweep_alltoall(DataType dtype, std::int64_t count, int salt, SuiteFailures& failures, const ProcessSet& set = {});
+void sweep_reducescatter(DataType dtype, std::int64_t count, int salt, SuiteFailures& failures,
+                         const ProcessSet& set = {});
 
 // Every collective above, for every dtype and size; returns the number of
 // operations run.

@@ -3,6 +3,7 @@
 // kolorun (on one host or across hosts) or by mpirun:
 //
 //   kolorun -np 4 -H a:2,b:2 kolo_collective_suite [--large-bytes N] [--wrong-inputs-on-rank R]
+//       [--through-a-process-set]
 //
 // Every collective x dtype x size {0, 1, 7919, N bytes (default 1 MiB), 3x the
 // fusion threshold}, then barrier, grouped allreduce and join. KOLO_FUSION_THRESHOLD
@@ -12,11 +13,14 @@
 // and the program exits with 1 when any check failed, 2 on a kolo error (which
 // it names), 0 after "rank R of N: passed ..." on stdout. --wrong-inputs-on-rank
 // makes rank R's allreduce inputs differ from what the references assume, to see
-// the suite catch wrong results.
+// the suite catch wrong results. --through-a-process-set runs the sweep through
+// a process set of every rank (its own communicator), the rest in the global set.
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <numeric>
 #include <string>
+#include <vector>
 
 #include "common/env.h"
 #include "harness/collective_suite.h"
@@ -26,13 +30,17 @@ namespace {
 
 constexpr char kProgram[] = "kolo_collective_suite";
 
-constexpr char kUsage[] = " [--large-bytes N] [--wrong-inputs-on-rank R]";
+constexpr char kUsage[] = " [--large-bytes N] [--wrong-inputs-on-rank R] [--through-a-process-set]";
 
 // Settings from the command line; the fusion threshold from the environment.
-kolo::testing::SuiteSettings settings_from(int argc, char** argv) {
+kolo::testing::SuiteSettings settings_from(int argc, char** argv, bool& through_a_set) {
   kolo::testing::SuiteSettings settings;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
+    if (arg == "--through-a-process-set") {
+      through_a_set = true;
+      continue;
+    }
     if (i + 1 >= argc) throw kolo::InvalidArgumentError(arg + " needs a value; usage: " + kProgram + kUsage);
     if (arg == "--large-bytes") {
       settings.large_bytes = kolo::env::parse_int(argv[++i], arg);
@@ -49,9 +57,13 @@ kolo::testing::SuiteSettings settings_from(int argc, char** argv) {
 }
 
 int run(int argc, char** argv) {
-  const kolo::testing::SuiteSettings settings = settings_from(argc, argv);
+  bool through_a_set = false;
+  kolo::testing::SuiteSettings settings = settings_from(argc, argv, through_a_set);
   kolo::init();
   const int rank = kolo::rank();
+  std::vector<int> everyone(static_cast<std::size_t>(kolo::size()));
+  std::iota(everyone.begin(), everyone.end(), 0);
+  if (through_a_set) settings.process_set = kolo::add_process_set(everyone);
   kolo::testing::SuiteFailures failures([rank](const std::string& message) {
     std::fprintf(stderr, "%s: rank %d: %s\n", kProgram, rank, message.c_str());
   });
@@ -63,9 +75,9 @@ int run(int argc, char** argv) {
     std::fprintf(stderr, "%s: rank %d: %d checks failed\n", kProgram, rank, failures.count());
     return 1;
   }
-  std::printf("rank %d of %d: passed %d dtype x size cases of every collective, barrier, grouped allreduce and join "
-              "(%d ranks on this host, %d hosts)\n",
-              rank, size, cases, local_size, hosts);
+  std::printf("rank %d of %d: passed %d dtype x size cases of every collective%s, barrier, grouped allreduce and "
+              "join (%d ranks on this host, %d hosts)\n",
+              rank, size, cases, through_a_set ? " (through a process set of every rank)" : "", local_size, hosts);
   return 0;
 }
 
