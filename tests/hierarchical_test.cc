@@ -144,6 +144,7 @@ TEST_F(CommunicatorChoice, ProcessSetsTakeTheWorldsNetworkAcrossHosts) {
   EXPECT_EQ(chosen(4, 2, {{"KOLO_HIERARCHICAL", "0"}}, {0, 1, 2, 3}), "tcp");
   EXPECT_EQ(chosen(4, 2, {{"KOLO_BACKEND", "tcp"}}, {0, 1, 2, 3}), "tcp");
   EXPECT_EQ(chosen(4, 2, {{"KOLO_BACKEND", "tcp"}, {"KOLO_HIERARCHICAL", "1"}}, {0, 1, 2, 3}), "hierarchical");
+  EXPECT_EQ(chosen(4, 2, {{"KOLO_BACKEND", "gloo"}, {"KOLO_HIERARCHICAL", "1"}}, {0, 1, 2, 3}), "hierarchical");
   EXPECT_EQ(chosen(4, 2, {}, {1, 2}), "tcp");
   EXPECT_EQ(chosen(4, 2, {}, {0, 1}), "shm");
   EXPECT_EQ(chosen(4, 2, {}, {2, 3}), "shm");

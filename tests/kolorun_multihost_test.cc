@@ -969,9 +969,10 @@ TEST_F(KolorunRemoteExec, SilenceFromKolorunKillsTheRemoteRankGroup) {
 TEST_F(KolorunRemoteExec, BlockedOutputDoesNotSilenceHeartbeats) {
   // kolorun's stdout is a pipe nobody reads for three host timeouts (a pager, a
   // stopped reader): kolorun blocks writing the ranks' output, yet the remote ends
-  // must keep hearing from it. The timeout is stretched where everything is slow,
-  // since it also bounds the remote side's start.
-  const long timeout = std::stol(seconds_bound(1s));
+  // must keep hearing from it. The timeout also bounds the remote side's start,
+  // which takes seconds where everything is slow (a sanitizer's kolorun beside
+  // the other tests): 2 s, stretched there.
+  const long timeout = std::stol(seconds_bound(2s));
   std::string kolorun_command;
   for (const auto& word : job({"--host-timeout", std::to_string(timeout), "sh", "-c",
                                "head -c 400000 /dev/zero | tr '\\0' x | fold -w 100; echo; sleep " +

@@ -93,7 +93,8 @@ void sweep_allreduce(DataType dtype, std::int64_t count, int salt, SuiteFailures
     auto& flight = ops.emplace_back(
         InFlight{op, label("allreduce", dtype, count) + "." + to_string(op),
                  make_values(kolo::rank(), count, dtype, wrong_inputs ? salt + 7777 : salt), Handle{}});
-    flight.handle = kolo::allreduce_async(Tensor{flight.data.data(), dtype, {count}}, {.op = op, .name = flight.what, .process_set = set});
+    flight.handle = kolo::allreduce_async(Tensor{flight.data.data(), dtype, {count}},
+                                          {.op = op, .name = flight.what, .process_set = set});
   }
   std::vector<std::uint64_t> hashes;
   std::vector<std::string> whats;
@@ -187,7 +188,8 @@ void sweep_reducescatter(DataType dtype, std::int64_t count, int salt, SuiteFail
   for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Average}) {
     if (dtype == DataType::Bool && op == ReduceOp::Average) continue;
     auto what = label("reducescatter", dtype, count) + "." + to_string(op);
-    ops.emplace_back(op, kolo::reducescatter_async(Tensor{input.data(), dtype, {count}}, op, {.name = what, .process_set = set}));
+    ops.emplace_back(op, kolo::reducescatter_async(Tensor{input.data(), dtype, {count}}, op,
+                                                   {.name = what, .process_set = set}));
   }
   for (auto& [op, handle] : ops) {
     auto what = label("reducescatter", dtype, count) + "." + to_string(op);
