@@ -969,14 +969,20 @@ TEST_F(KolorunRemoteExec, SilenceFromKolorunKillsTheRemoteRankGroup) {
 TEST_F(KolorunRemoteExec, BlockedOutputDoesNotSilenceHeartbeats) {
   // kolorun's stdout is a pipe nobody reads for three host timeouts (a pager, a
   // stopped reader): kolorun blocks writing the ranks' output, yet the remote ends
-  // must keep hearing from it. The timeout also bounds the remote side's start,
-  // which takes seconds where everything is slow (a sanitizer's kolorun beside
-  // the other tests): 2 s, stretched there.
+  // must keep hearing from it. Host b's remote side starts only after half a
+  // timeout, while kolorun is already blocked: its start word waits unread past
+  // the start deadline, and must not be taken for a start that never came.
   const long timeout = std::stol(seconds_bound(2s));
+  const std::string late = dir_.file("late");
+  std::ofstream(late) << "#!/bin/sh\nif [ \"$1\" = b ]; then sleep " << timeout / 2.0
+                      << "; fi\nshift\nexec env \"$@\"\n";
+  fs::permissions(late, fs::perms::owner_all);
   std::string kolorun_command;
-  for (const auto& word : job({"--host-timeout", std::to_string(timeout), "sh", "-c",
-                               "head -c 400000 /dev/zero | tr '\\0' x | fold -w 100; echo; sleep " +
-                                   std::to_string(2 * timeout) + "; echo done=$KOLO_RANK"}))
+  for (const auto& word : std::vector<std::string>{
+           KOLORUN_PATH, "-H", "a:1,b:1", "--network-interface", "lo", "--launcher-command", late + " {host}",
+           "--host-timeout", std::to_string(timeout), "sh", "-c",
+           "head -c 400000 /dev/zero | tr '\\0' x | fold -w 100; echo; sleep " + std::to_string(2 * timeout) +
+               "; echo done=$KOLO_RANK"})
     kolorun_command += "'" + word + "' ";
   auto result = kolo::testing::run_command({"bash", "-c",
                                             "set -o pipefail; " + kolorun_command + "| (sleep " +
@@ -985,6 +991,7 @@ TEST_F(KolorunRemoteExec, BlockedOutputDoesNotSilenceHeartbeats) {
   EXPECT_EQ(result.exit_code, 0) << result.err;
   EXPECT_EQ(result.out, "2\n") << result.err;
   EXPECT_EQ(result.err.find("no word from kolorun"), std::string::npos) << result.err;
+  EXPECT_EQ(result.err.find("did not start"), std::string::npos) << result.err;
 }
 
 TEST_F(KolorunRemoteExec, SecondSignalKillsRemoteRanksThatIgnoreTheFirst) {

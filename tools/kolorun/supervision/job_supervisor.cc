@@ -410,6 +410,10 @@ struct JobSupervisor::Impl {
     if (flight_deadline && now >= *flight_deadline) records_are_in();
     for (auto& r : ranks) {
       if (!r.running || !r.awaiting_start() || now < *r.start_deadline) continue;
+      // kolorun itself may have been what stalled (blocked writing output into a
+      // pipe nobody read): the start word may already wait unread in the pipe.
+      if (r.pipes[kStdout].valid()) read_output(r, kStdout);
+      if (!r.awaiting_start()) continue;
       r.start_deadline.reset();
       stop_job(kExitHostUnreachable, SIGTERM,
                r.event("kolorun --remote-exec did not start there within " + seconds_text(r.start_timeout) +
