@@ -43,6 +43,8 @@ TEST(Settings, BadValuesFailInitNamingVariableValueAndWhatIsAllowed) {
         {"KOLO_PEER_TIMEOUT", "0"},          // meant "fail at once"
         {"KOLO_START_TIMEOUT", "0"},
         {"KOLO_PEER_TIMEOUT", "0.0001"},     // 0 in milliseconds
+        {"KOLO_WAKE_SLICE_US", "50"},        // below the kernel's shortest slice
+        {"KOLO_WAKE_SLICE_US", "200000"},
         {"KOLO_CACHE_CAPACITY", "-1"},
         {"KOLO_FUSION_THRESHOLD", "-1"},
         {"KOLO_STALL_CHECK_TIME", "-2"},

@@ -14,6 +14,7 @@
 #include "comm/tcp/tcp_communicator.h"
 #include "common/env.h"
 #include "common/logging.h"
+#include "common/wake_slice.h"
 #include "kolo/error.h"
 
 namespace kolo {
@@ -43,6 +44,7 @@ comm::CommunicatorOptions options_from_env() {
   comm::CommunicatorOptions options;
   options.peer_timeout = env::get_timeout("KOLO_PEER_TIMEOUT", options.peer_timeout);
   options.connect_timeout = env::get_timeout("KOLO_START_TIMEOUT", options.connect_timeout);
+  options.wake_slice = wake_slice_from_env();
   return options;
 }
 

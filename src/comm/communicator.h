@@ -51,6 +51,10 @@ struct CommunicatorOptions {
   // the same process; PeerFailureError::peer_rank() stays this communicator's own
   // number.
   std::vector<int> job_ranks;
+  // The scheduler time slice a rank asks for while it sleeps waiting for a peer
+  // (common/wake_slice.h): woken, it runs before the busy processes beside it
+  // instead of after their slices. 0 leaves the kernel's slice (KOLO_WAKE_SLICE_US).
+  std::chrono::microseconds wake_slice{100};
 };
 
 class Communicator {

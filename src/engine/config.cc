@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "common/env.h"
+#include "common/wake_slice.h"
 #include "kolo/error.h"
 
 namespace kolo::engine {
@@ -18,6 +19,7 @@ EngineConfig EngineConfig::from_env() {
                                  "milliseconds (an idle rank always cycles)");
     c.cycle_time = std::chrono::microseconds(static_cast<std::int64_t>(ms * 1000.0));
   }
+  c.wake_slice = wake_slice_from_env();
   c.cache_capacity = static_cast<std::size_t>(
       env::get_int_in("KOLO_CACHE_CAPACITY", static_cast<std::int64_t>(c.cache_capacity), 0, 1 << 20));
   if (env::get("KOLO_EAGER_BYTES")) c.eager_bytes = static_cast<std::size_t>(env::get_int_in("KOLO_EAGER_BYTES", 0, 0, 64 << 10));

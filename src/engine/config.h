@@ -13,6 +13,9 @@ struct EngineConfig {
   std::size_t fusion_threshold = 64 << 20;
   // KOLO_CYCLE_TIME (milliseconds, fractional): how often an idle rank joins negotiation.
   std::chrono::microseconds cycle_time{1000};
+  // The short scheduler slice of the engine's thread, and of a caller's while it
+  // waits for an operation (common/wake_slice.h); 0: the kernel's own.
+  std::chrono::microseconds wake_slice{100};
   // KOLO_CACHE_CAPACITY: responses kept for the steady-state fast path (0 disables it).
   std::size_t cache_capacity = 1024;
   // KOLO_EAGER_BYTES: a cached allreduce up to this size travels in the

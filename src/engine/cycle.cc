@@ -23,6 +23,7 @@
 #include <cstring>
 
 #include "common/coarse_clock.h"
+#include "common/wake_slice.h"
 #include "engine/engine.h"
 #include "engine/fusion.h"
 #include "engine/reduction.h"
@@ -76,6 +77,8 @@ bool Engine::run_cycle() {
 }
 
 bool Engine::step(CallerOp* op, bool shutting_down, bool progressed) {
+  // A short slice a wait of this step takes holds until the step is done.
+  const ShortSliceSpan slice_span;
   // b) Agree on the state of every rank (carrying one small operation when it can).
   const std::uint32_t slots = cache_.slots();
   std::uint8_t* mine = begin_agreement(uncached_.empty(), !shutting_down, op || !entries_.empty());

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/coarse_clock.h"
+#include "common/wake_slice.h"
 #include "engine/settings_agreement.h"
 #include "kolo/error.h"
 
@@ -60,6 +61,7 @@ Engine::Engine(std::unique_ptr<comm::Communicator> comm, EngineConfig config)
                                                  dir + "/rank" + std::to_string(rank_) + ".json", in_world ? 2 : 1);
     recorder_->watch_sigusr1();
   }
+  set_caller_wake_slice(config_.wake_slice);
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -274,6 +276,8 @@ Engine::Express Engine::express(CallerOp& op) {
 }
 
 void Engine::drive(const detail::OpState& state, std::chrono::steady_clock::time_point deadline) {
+  // A short slice a wait takes while driving holds until the caller's operation is done.
+  const ShortSliceSpan slice_span;
   const bool forever = deadline == std::chrono::steady_clock::time_point::max();
   while (!state.done() && (forever || std::chrono::steady_clock::now() < deadline)) {
     std::unique_lock cycle(cycle_mutex_, std::try_to_lock);

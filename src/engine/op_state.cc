@@ -1,5 +1,7 @@
 #include "engine/op_state.h"
 
+#include "common/wake_slice.h"
+
 namespace kolo::detail {
 
 void OpState::reset(const std::string& name, int parts) {
@@ -30,6 +32,7 @@ bool OpState::done() const { return done_.load(std::memory_order_seq_cst); }
 
 template <class Sleep>
 void OpState::sleep(Sleep sleep) const {
+  const ShortSliceWhileAsleep short_slice(caller_wake_slice());
   sleepers_.fetch_add(1, std::memory_order_seq_cst);
   {
     std::unique_lock lock(mutex_);

@@ -17,6 +17,7 @@
 #endif
 
 #include "comm/shm/process_liveness.h"
+#include "common/wake_slice.h"
 #include "kolo/error.h"
 
 namespace kolo::comm::shm {
@@ -254,6 +255,7 @@ bool ShmChannel::spin(Ready ready) const {
 }
 
 void ShmChannel::sleep_until(int peer, Counter& counter, std::uint32_t target) {
+  const ShortSliceWhileAsleep short_slice(options_.wake_slice);
   const RankControl& peer_control = control(peer);
   auto last_progress = Clock::now();
   std::uint32_t last_seen = progress_of(peer_control);

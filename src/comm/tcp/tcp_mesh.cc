@@ -14,6 +14,7 @@
 #include "comm/tcp/tcp_connect.h"
 #include "common/env.h"
 #include "common/logging.h"
+#include "common/wake_slice.h"
 #include "kolo/error.h"
 
 namespace kolo::comm::tcp {
@@ -61,6 +62,7 @@ Mesh::Mesh(const GlooGroup& group, store::StoreClient& store, const GlooNetwork&
       rank_(group.rank),
       size_(group.size),
       peer_timeout_(options.peer_timeout),
+      wake_slice_(options.wake_slice),
       spin_time_(spin_from_env()),
       state_("tcp",
              FailureVerdict(&store, group.verdict_prefix.empty() ? group.key_prefix + "failure/" : group.verdict_prefix,
@@ -317,6 +319,7 @@ void Mesh::block(const char* what, bool patient) {
     fail(first_due, stalled_peer_message(group_.member_name(first_due), peer_timeout_, what));
   const auto left = std::chrono::ceil<std::chrono::milliseconds>(expiry - now).count();
   const int timeout = static_cast<int>(std::clamp<std::int64_t>(left, 0, 1000));
+  const ShortSliceWhileAsleep short_slice(wake_slice_);
   if (::poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR)
     throw Error("tcp: poll failed: " + errno_text(errno));
 }

@@ -147,6 +147,7 @@ class Mesh final : public direct::Links {
   const int rank_;
   const int size_;
   const std::chrono::milliseconds peer_timeout_;
+  const std::chrono::microseconds wake_slice_;
   const std::chrono::nanoseconds spin_time_;
   std::vector<Peer> peers_;
   std::vector<int> busy_;  // peers with queued transfers
