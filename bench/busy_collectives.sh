@@ -22,15 +22,5 @@ each() {
     echo "$op open-mpi vader ($1)"; mpi
   done
 }
-pids=""
-trap '[ -z "$pids" ] || kill $pids 2>/dev/null' EXIT
-round=1
-while [ "$round" -le "$rounds" ]; do
-  echo "# round $round $(date -u +%FT%TZ)"
-  each alone
-  pids=""
-  for _ in 1 2 3; do sh -c 'while :; do :; done' & pids="$pids $!"; done
-  each "3 busy loops"
-  kill $pids; pids=""
-  round=$((round + 1))
-done
+. "$(dirname "$0")/busy_rounds.sh"
+busy_rounds "$rounds"
