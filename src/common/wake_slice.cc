@@ -76,6 +76,9 @@ struct ThreadSlice {
 };
 thread_local ThreadSlice this_thread;
 
+// The slice a caller's wait for an operation asks for, set by the engine.
+std::atomic<std::int64_t> caller_slice_us{0};
+
 bool take(std::chrono::microseconds slice) {
   ThreadSlice& t = this_thread;
   if (t.held || slice.count() <= 0) return false;
@@ -104,10 +107,6 @@ ShortSliceWhileAsleep::ShortSliceWhileAsleep(std::chrono::microseconds slice) : 
 ShortSliceWhileAsleep::~ShortSliceWhileAsleep() {
   if (took_ && this_thread.spans == 0) give_back();
 }
-
-namespace {
-std::atomic<std::int64_t> caller_slice_us{0};
-}  // namespace
 
 void set_caller_wake_slice(std::chrono::microseconds slice) {
   caller_slice_us.store(slice.count(), std::memory_order_relaxed);
