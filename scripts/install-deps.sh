@@ -8,7 +8,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev
   libgloo-dev libopenmpi-dev openmpi-bin python3-mpi4py
   libtorch-dev python3-torch libopenblas0-pthread zlib1g-dev
-  python3-dev pybind11-dev python3-pytest python3-torchvision
+  python3-dev pybind11-dev python3-pytest python3-torchvision python3-cloudpickle
   dataset-fashion-mnist gnuplot-nox
   iproute2 procps gdb openssh-client openssh-server slurm-wlm
 )

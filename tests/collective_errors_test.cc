@@ -124,9 +124,11 @@ void all_error_cases(int rank) {
     kolo::allreduce(make_tensor(&x, 1), {.name = "group-mixed.0"});
   }, "Mismatched groups");
 
-  expect_everywhere<InvalidArgumentError>("scale on integers", [&] {
-    kolo::allreduce(Tensor{i32.data(), DataType::Int32, {6}}, {.postscale = 2.0, .name = "int-scale"});
-  }, "floating-point");
+  expect_everywhere<InvalidArgumentError>("scale on bool", [&] {
+    std::vector<std::uint8_t> b(6, 1);
+    kolo::allreduce(Tensor{b.data(), DataType::Bool, {6}},
+                    {.op = ReduceOp::Sum, .postscale = 2.0, .name = "bool-scale"});
+  }, "need a numeric tensor, not bool");
 
   expect_everywhere<InvalidArgumentError>("bool average", [&] {
     std::vector<std::uint8_t> b(6, 1);

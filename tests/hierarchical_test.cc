@@ -199,7 +199,7 @@ TEST_F(HierarchicalCommunicator, ProcessSetAcrossHostsThroughThePublicApi) {
       EXPECT_EQ(std::vector<std::int32_t>(all.as<std::int32_t>(), all.as<std::int32_t>() + 4),
                 (std::vector<std::int32_t>{1, 2, 4, 5}));
       std::int64_t seed = rank == 4 ? 42 : 0;
-      kolo::broadcast(kolo::make_tensor(&seed, 1), 2, {.name = "seed", .process_set = set});  // member 2: rank 4
+      kolo::broadcast(kolo::make_tensor(&seed, 1), 4, {.name = "seed", .process_set = set});  // a job rank
       EXPECT_EQ(seed, 42);
     }
     kolo::barrier();

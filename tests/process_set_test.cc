@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <numeric>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -37,11 +38,22 @@ void disjoint_and_overlapping_sets(int rank) {
   const float expected = rank < 2 ? 1.0f : 5.0f;
   for (int i = 0; i < 200; ++i) EXPECT_EQ(summed(mine, static_cast<float>(rank), "disjoint"), expected) << i;
 
-  // Broadcast roots and allgather rows are counted within the set.
+  // A broadcast's root is a job rank (as in Horovod); allgather rows come in the
+  // set's order. A root outside the set is refused on every member alike.
   if (rank != 1) {
     std::vector<std::int32_t> v{rank, rank};
-    kolo::broadcast(Tensor{v.data(), DataType::Int32, {2}}, 2, {.name = "bcast", .process_set = odd});
-    EXPECT_EQ(v, (std::vector<std::int32_t>{3, 3}));  // member 2 of {0, 2, 3} is job rank 3
+    kolo::broadcast(Tensor{v.data(), DataType::Int32, {2}}, 3, {.name = "bcast", .process_set = odd});
+    EXPECT_EQ(v, (std::vector<std::int32_t>{3, 3}));
+    try {
+      kolo::broadcast(Tensor{v.data(), DataType::Int32, {2}}, 1, {.name = "bcast.outside", .process_set = odd});
+      ADD_FAILURE() << "a root outside the set was taken";
+    } catch (const kolo::InvalidArgumentError& e) {
+      EXPECT_NE(std::string(e.what()).find("Invalid root rank 1 for broadcast of 'bcast.outside': the rank is not a "
+                                           "member of the process set"),
+                std::string::npos)
+          << e.what();
+    }
+    EXPECT_EQ(v, (std::vector<std::int32_t>{3, 3}));
     std::int64_t me = rank;
     Buffer all = kolo::allgather(Tensor{&me, DataType::Int64, {1}}, {.name = "gather", .process_set = odd});
     ASSERT_EQ(all.shape(), Shape{3});

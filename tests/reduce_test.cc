@@ -333,9 +333,36 @@ TEST(Reduce, ScaleFloatingTypes) {
     scale(data.data(), 1000, dtype, 0.3);
     EXPECT_EQ(data, expected) << to_string(dtype);
   }
-  std::int32_t i[1] = {4};
-  EXPECT_THROW(scale(i, 1, DataType::Int32, 0.5), InvalidArgumentError);
-  EXPECT_THROW(scale(i, 1, DataType::Bool, 0.5), InvalidArgumentError);
+  bool b[1] = {true};
+  EXPECT_THROW(scale(b, 1, DataType::Bool, 0.5), InvalidArgumentError);
+}
+
+// Horovod's rule: in double, truncated toward zero; kolo holds what leaves the
+// type's range at its bound.
+TEST(Reduce, ScaleIntegersInDoubleTruncating) {
+  std::int32_t i[] = {7, -7, 5, 3};
+  scale(i, 4, DataType::Int32, 0.5);
+  EXPECT_EQ((std::vector<std::int32_t>(i, i + 4)), (std::vector<std::int32_t>{3, -3, 2, 1}));
+  std::int64_t l[] = {9, -10, std::numeric_limits<std::int64_t>::max(), std::numeric_limits<std::int64_t>::min()};
+  scale(l, 4, DataType::Int64, 1.0 / 3.0);
+  EXPECT_EQ(l[0], 3);
+  EXPECT_EQ(l[1], -3);
+  EXPECT_EQ(l[2], 3074457345618258432);  // 2^63 / 3 in double
+  EXPECT_EQ(l[3], -3074457345618258432);
+  std::uint8_t u[] = {200, 3};
+  scale(u, 2, DataType::UInt8, 1.5);  // 300 is past uint8's top
+  EXPECT_EQ(u[0], 255);
+  EXPECT_EQ(u[1], 4);
+  std::int8_t s[] = {-100, 100};
+  scale(s, 2, DataType::Int8, 2.0);
+  EXPECT_EQ(s[0], -128);
+  EXPECT_EQ(s[1], 127);
+  std::int16_t h[] = {1000};
+  scale(h, 1, DataType::Int16, -2.5);
+  EXPECT_EQ(h[0], -2500);
+  std::int64_t big[] = {std::numeric_limits<std::int64_t>::max()};
+  scale(big, 1, DataType::Int64, 4.0);
+  EXPECT_EQ(big[0], std::numeric_limits<std::int64_t>::max());
 }
 
 TEST(Reduce, DivideIntegerTruncatesTowardZero) {

@@ -23,7 +23,9 @@ namespace kolo {
 struct AllreduceOptions {
   ReduceOp op = ReduceOp::Average;
   // Each rank's input is multiplied by prescale before the reduction, and the result
-  // by postscale after it (floating-point types only).
+  // by postscale after it. Integers are scaled in double and truncated toward zero
+  // (Horovod's rule; a result past the type's range is held at its bound), as is
+  // an integer Average; bool takes no factors.
   double prescale = 1.0;
   double postscale = 1.0;
   std::string name;
@@ -61,7 +63,8 @@ Handle allgather_async(const Tensor& input, const CollectiveOptions& options = {
                       Location where = Location::current());
 Buffer allgather(const Tensor& input, const CollectiveOptions& options = {}, Location where = Location::current());
 
-// Overwrites `tensor` on every rank with root's.
+// Overwrites `tensor` on every rank with root's. `root` is a rank of the job, also
+// in a process set (as in Horovod and torch.distributed); it must be a member.
 Handle broadcast_async(const Tensor& tensor, int root, const CollectiveOptions& options = {},
                        Location where = Location::current());
 void broadcast(const Tensor& tensor, int root, const CollectiveOptions& options = {},
@@ -82,6 +85,10 @@ Handle reducescatter_async(const Tensor& input, ReduceOp op = ReduceOp::Average,
                            Location where = Location::current());
 Buffer reducescatter(const Tensor& input, ReduceOp op = ReduceOp::Average, const CollectiveOptions& options = {},
                      Location where = Location::current());
+// The same with scale factors: options.op (Sum or Average), prescale and postscale
+// as an allreduce's.
+Handle reducescatter_async(const Tensor& input, const AllreduceOptions& options, Location where = Location::current());
+Buffer reducescatter(const Tensor& input, const AllreduceOptions& options, Location where = Location::current());
 
 // Returns once every rank has entered the barrier.
 void barrier(const CollectiveOptions& options = {}, Location where = Location::current());

@@ -3,8 +3,8 @@
 // Every collective takes a ProcessSet in its options; the default is the global
 // set, every rank of the job. A set of some of the ranks negotiates and runs its
 // operations on its own engine and communicator, so disjoint sets run their
-// collectives concurrently, and an operation's ranks (a broadcast's root, the
-// rows of an allgather) are counted within the set.
+// collectives concurrently. A broadcast's root is a job rank (it must be a
+// member); an allgather's rows come in the order of the set's ranks.
 #pragma once
 
 #include <vector>

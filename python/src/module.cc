@@ -11,12 +11,12 @@ namespace {
 // The exception types, made once at import and kept for the life of the process
 // (a translator may run at any time, also during interpreter shutdown).
 struct Exceptions {
-  PyObject* internal = nullptr;      // HorovodInternalError: the job's machinery failed
+  PyObject* internal = nullptr;      // HorovodInternalError: every error of kolo's core
   PyObject* peer_failure = nullptr;  // a peer died, stalled or broke the protocol
   PyObject* shutdown = nullptr;      // kolo is not running
   PyObject* timeout = nullptr;       // a wait ran out of time
-  PyObject* mismatch = nullptr;      // ranks disagree on an operation (RuntimeError)
-  PyObject* invalid = nullptr;       // a bad argument (ValueError)
+  PyObject* mismatch = nullptr;      // ranks disagree on an operation
+  PyObject* invalid = nullptr;       // a bad argument (a ValueError too)
 };
 Exceptions exceptions;
 
@@ -33,19 +33,23 @@ PyObject* new_exception(py::module_& m, const char* name, std::initializer_list<
 
 void define_exceptions(py::module_& m) {
   exceptions.internal = new_exception(m, "HorovodInternalError", {PyExc_RuntimeError},
-                                      "The job's communication failed (a peer is gone, kolo was shut down).");
+                                      "An error of kolo's core, as Horovod's: the job's communication failed (the "
+                                      "subclasses PeerFailureError, ShutdownError, OperationTimeoutError), or ranks "
+                                      "disagree (MismatchError), or an argument is bad (InvalidArgumentError).");
   exceptions.peer_failure = new_exception(m, "PeerFailureError", {exceptions.internal},
                                           "Another rank died, stalled past KOLO_PEER_TIMEOUT or broke the "
                                           "protocol; peer_rank names it (-1 when unknown).");
-  exceptions.shutdown =
-      new_exception(m, "ShutdownError", {exceptions.internal}, "kolo is not initialized, or was shut down.");
+  // A ValueError too: Horovod's queries raise one before init().
+  exceptions.shutdown = new_exception(m, "ShutdownError", {exceptions.internal, PyExc_ValueError},
+                                      "kolo is not initialized, or was shut down.");
   exceptions.timeout =
       new_exception(m, "OperationTimeoutError", {exceptions.internal, PyExc_TimeoutError}, "A wait ran out of time.");
-  exceptions.mismatch = new_exception(m, "MismatchError", {PyExc_RuntimeError},
+  // Horovod raises every error of its core's as a HorovodInternalError; so do these.
+  exceptions.mismatch = new_exception(m, "MismatchError", {exceptions.internal},
                                       "Ranks submitted one operation name with disagreeing arguments; every rank "
                                       "gets the same message, and the job goes on.");
-  exceptions.invalid =
-      new_exception(m, "InvalidArgumentError", {PyExc_ValueError}, "A bad argument, found on this rank.");
+  exceptions.invalid = new_exception(m, "InvalidArgumentError", {PyExc_ValueError, exceptions.internal},
+                                     "A bad argument (a ValueError, and a HorovodInternalError as Horovod's).");
 
   py::register_exception_translator([](std::exception_ptr error) {
     try {

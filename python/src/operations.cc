@@ -127,8 +127,10 @@ Handle started(Start&& start) {
   return start();
 }
 
-AllreduceOptions allreduce_options(const Name& name, int op, double prescale, double postscale, int set) {
-  return AllreduceOptions{reduce_op(op), prescale, postscale, operation_name("allreduce", name), ProcessSet{set}};
+// An allreduce's or a reducescatter's (`what`) options.
+AllreduceOptions reduce_options(const char* what, const Name& name, int op, double prescale, double postscale,
+                                int set) {
+  return AllreduceOptions{reduce_op(op), prescale, postscale, operation_name(what, name), ProcessSet{set}};
 }
 
 CollectiveOptions collective_options(const char* op, const Name& name, int set) {
@@ -153,7 +155,7 @@ at::Tensor shareable_zeros(std::int64_t count, const at::Tensor& like) {
 at::Tensor allreduce(const at::Tensor& input, bool in_place, const Name& name, int op, double prescale,
                      double postscale, int set) {
   release_finished();
-  const AllreduceOptions options = allreduce_options(name, op, prescale, postscale, set);
+  const AllreduceOptions options = reduce_options("allreduce", name, op, prescale, postscale, set);
   const Tensor in = torch::view_of(input);
   at::Tensor output = in_place ? input : new_output(in);
   const Tensor out = in_place ? in : torch::view_of(output);
@@ -165,7 +167,7 @@ at::Tensor allreduce(const at::Tensor& input, bool in_place, const Name& name, i
 Pending allreduce_async(const at::Tensor& input, bool in_place, const Name& name, int op, double prescale,
                         double postscale, int set) {
   release_finished();
-  const AllreduceOptions options = allreduce_options(name, op, prescale, postscale, set);
+  const AllreduceOptions options = reduce_options("allreduce", name, op, prescale, postscale, set);
   const Tensor in = torch::view_of(input);
   at::Tensor output = in_place ? input : new_output(in);
   Handle handle = in_place ? kolo::allreduce_async(in, options) : kolo::allreduce_async(in, torch::view_of(output), options);
@@ -232,20 +234,21 @@ Pending alltoall_async(const at::Tensor& input, std::vector<std::int64_t> splits
   return std::make_unique<PendingOperation>(std::move(handle), Tensors{input}, Result::Alltoall);
 }
 
-at::Tensor reducescatter(const at::Tensor& input, int op, const Name& name, int set) {
+at::Tensor reducescatter(const at::Tensor& input, int op, const Name& name, double prescale, double postscale,
+                         int set) {
   release_finished();
-  const ReduceOp reduce = reduce_op(op);
-  const CollectiveOptions options = collective_options("reducescatter", name, set);
+  const AllreduceOptions options = reduce_options("reducescatter", name, op, prescale, postscale, set);
   const Tensor in = torch::view_of(input);
-  Handle handle =
-      started([&] { return detail::start_reducescatter(in, reduce, options, Location::current()); });
+  Handle handle = started([&] { return detail::start_reducescatter(in, options, Location::current()); });
   finish(handle, {input});
   return torch::detail::from_buffer(handle.take_output());
 }
 
-Pending reducescatter_async(const at::Tensor& input, int op, const Name& name, int set) {
+Pending reducescatter_async(const at::Tensor& input, int op, const Name& name, double prescale, double postscale,
+                            int set) {
   release_finished();
-  Handle handle = kolo::reducescatter_async(torch::view_of(input), reduce_op(op), collective_options("reducescatter", name, set));
+  const AllreduceOptions options = reduce_options("reducescatter", name, op, prescale, postscale, set);
+  Handle handle = kolo::reducescatter_async(torch::view_of(input), options);
   return std::make_unique<PendingOperation>(std::move(handle), Tensors{input}, Result::Output);
 }
 
@@ -285,8 +288,10 @@ void define_operations(py::module_& m) {
   m.def("broadcast_async", &broadcast_async, arg("tensor"), arg("root_rank"), arg("name") = none, set);
   m.def("alltoall", &alltoall, arg("tensor"), arg("splits"), arg("name") = none, set);
   m.def("alltoall_async", &alltoall_async, arg("tensor"), arg("splits"), arg("name") = none, set);
-  m.def("reducescatter", &reducescatter, arg("tensor"), arg("op"), arg("name") = none, set);
-  m.def("reducescatter_async", &reducescatter_async, arg("tensor"), arg("op"), arg("name") = none, set);
+  m.def("reducescatter", &reducescatter, arg("tensor"), arg("op"), arg("name") = none, arg("prescale") = 1.0,
+        arg("postscale") = 1.0, set);
+  m.def("reducescatter_async", &reducescatter_async, arg("tensor"), arg("op"), arg("name") = none,
+        arg("prescale") = 1.0, arg("postscale") = 1.0, set);
   m.def("barrier", &barrier, arg("name") = none, set);
   m.def("join", &join);
   m.def("operation_name", &operation_name, arg("op"), arg("name") = none,

@@ -24,8 +24,7 @@ Handle start_allgather(const Tensor& input, const CollectiveOptions& options, co
 Handle start_broadcast(const Tensor& tensor, int root, const CollectiveOptions& options, const Location& where);
 Handle start_alltoall(const Tensor& input, std::vector<std::int64_t> splits, const CollectiveOptions& options,
                       const Location& where);
-Handle start_reducescatter(const Tensor& input, ReduceOp op, const CollectiveOptions& options,
-                           const Location& where);
+Handle start_reducescatter(const Tensor& input, const AllreduceOptions& options, const Location& where);
 Handle start_barrier(const CollectiveOptions& options, const Location& where);
 // The Handle's last_joined_rank() is join()'s result.
 Handle start_join();

@@ -2,6 +2,7 @@
 // the operation as a Request, and hand it to the engine.
 #include "kolo/collectives.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <utility>
@@ -107,14 +108,25 @@ comm::Placement placement_of(const Tensor& input, const Tensor* output = nullptr
   return {input.memory, output ? output->memory : nullptr};
 }
 
-void check_reduction(const AllreduceOptions& o, const std::string& name) {
-  if (!is_valid(o.op)) throw InvalidArgumentError("allreduce of '" + name + "' has an invalid reduce op");
+void check_reduction(const AllreduceOptions& o, const char* op, const std::string& name) {
+  if (!is_valid(o.op)) throw InvalidArgumentError(std::string(op) + " of '" + name + "' has an invalid reduce op");
   // NaN is unequal even to itself: ranks would be told they disagree with themselves.
   for (auto [what, factor] : {std::pair{"prescale", o.prescale}, std::pair{"postscale", o.postscale}}) {
     if (!std::isfinite(factor))
-      throw InvalidArgumentError(std::string(what) + " of allreduce '" + name + "' must be a finite number, not " +
+      throw InvalidArgumentError(std::string(what) + " of " + op + " '" + name + "' must be a finite number, not " +
                                  std::to_string(factor));
   }
+}
+
+// A broadcast's root is a job rank (as in Horovod); a set's engine counts its
+// members from 0. A rank outside the set travels so that the engine refuses it
+// on every rank (engine/messages.h).
+std::int32_t root_in_set(int root, const ProcessSet& set) {
+  if (set.id == 0 || root < 0 || root >= engine::kRootOutsideSet) return root;
+  const std::vector<int> ranks = process_set_ranks(set);
+  const auto it = std::find(ranks.begin(), ranks.end(), root);
+  if (it == ranks.end()) return engine::kRootOutsideSet + root;
+  return static_cast<std::int32_t>(it - ranks.begin());
 }
 
 // The in-place form passes the same tensor twice: one check, one name ("tensor").
@@ -128,7 +140,7 @@ void check_allreduce(const Tensor& input, const Tensor& output, const AllreduceO
                                  to_string(input.dtype) + to_string(input.shape) + ", output " +
                                  to_string(output.dtype) + to_string(output.shape));
   }
-  check_reduction(o, name);
+  check_reduction(o, "allreduce", name);
 }
 
 Request allreduce_request(std::string name, const Tensor& t, const AllreduceOptions& o) {
@@ -194,7 +206,7 @@ Handle start_grouped_allreduce(std::span<const Tensor> tensors, const AllreduceO
                                const Location& where, Waiter waiter) {
   auto group = name_for(options.name, "grouped_allreduce", where);
   if (tensors.empty()) throw InvalidArgumentError("grouped allreduce '" + group + "' has no tensors");
-  check_reduction(options, group);
+  check_reduction(options, "grouped allreduce", group);
   auto state = new_state(group, static_cast<int>(tensors.size()), waiter);
   std::vector<Entry> entries;
   for (std::size_t i = 0; i < tensors.size(); ++i) {
@@ -233,7 +245,7 @@ Request broadcast_request(const Tensor& tensor, int root, const CollectiveOption
   auto name = name_for(options.name, "broadcast", where);
   check_tensor(tensor, "tensor", name);
   Request r = describe(std::move(name), OpType::Broadcast, tensor);
-  r.root = root;
+  r.root = root_in_set(root, options.process_set);
   return r;
 }
 
@@ -246,14 +258,19 @@ Request alltoall_request(const Tensor& input, std::vector<std::int64_t> splits, 
   return r;
 }
 
-Request reducescatter_request(const Tensor& input, ReduceOp op, const CollectiveOptions& options,
-                              const Location& where) {
+Request reducescatter_request(const Tensor& input, const AllreduceOptions& options, const Location& where) {
   auto name = name_for(options.name, "reducescatter", where);
   check_tensor(input, "input", name);
-  if (!is_valid(op)) throw InvalidArgumentError("reducescatter of '" + name + "' has an invalid reduce op");
+  check_reduction(options, "reducescatter", name);
   Request r = describe(std::move(name), OpType::Reducescatter, input);
-  r.reduce_op = op;
+  r.reduce_op = options.op;
+  r.prescale = options.prescale;
+  r.postscale = options.postscale;
   return r;
+}
+
+AllreduceOptions reduction_options(ReduceOp op, const CollectiveOptions& options) {
+  return {.op = op, .name = options.name, .process_set = options.process_set};
 }
 
 }  // namespace
@@ -304,19 +321,26 @@ Buffer alltoall(const Tensor& input, std::vector<std::int64_t> splits, const Col
   return detail::start_alltoall(input, std::move(splits), options, where).take_output();
 }
 
-Handle reducescatter_async(const Tensor& input, ReduceOp op, const CollectiveOptions& options, Location where) {
-  return submit(reducescatter_request(input, op, options, where), input.data, nullptr, placement_of(input),
+Handle reducescatter_async(const Tensor& input, const AllreduceOptions& options, Location where) {
+  return submit(reducescatter_request(input, options, where), input.data, nullptr, placement_of(input),
                 options.process_set);
 }
 
-Handle detail::start_reducescatter(const Tensor& input, ReduceOp op, const CollectiveOptions& options,
-                                   const Location& where) {
-  return run_blocking(reducescatter_request(input, op, options, where), input.data, nullptr, placement_of(input),
+Handle reducescatter_async(const Tensor& input, ReduceOp op, const CollectiveOptions& options, Location where) {
+  return reducescatter_async(input, reduction_options(op, options), where);
+}
+
+Handle detail::start_reducescatter(const Tensor& input, const AllreduceOptions& options, const Location& where) {
+  return run_blocking(reducescatter_request(input, options, where), input.data, nullptr, placement_of(input),
                       options.process_set);
 }
 
+Buffer reducescatter(const Tensor& input, const AllreduceOptions& options, Location where) {
+  return detail::start_reducescatter(input, options, where).take_output();
+}
+
 Buffer reducescatter(const Tensor& input, ReduceOp op, const CollectiveOptions& options, Location where) {
-  return detail::start_reducescatter(input, op, options, where).take_output();
+  return detail::start_reducescatter(input, reduction_options(op, options), where).take_output();
 }
 
 Handle detail::start_barrier(const CollectiveOptions& options, const Location& where) {

@@ -26,8 +26,10 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <type_traits>
 
@@ -385,6 +387,25 @@ KOLO_CLONES void scale_f16(std::uint16_t* data, std::size_t count, float factor)
   scale_half<Float16Codec>(data, count, factor);
 }
 
+// Integers are scaled in double and truncated toward zero, as Horovod does; a
+// result beyond the type's range is held at its bound (converting it would be
+// undefined behaviour).
+template <typename T>
+void scale_integer(T* data, std::size_t count, double factor) {
+  const double low = static_cast<double>(std::numeric_limits<T>::min());
+  const double above = std::ldexp(1.0, std::numeric_limits<T>::digits);  // the first value past the top
+  for (std::size_t i = 0; i < count; ++i) {
+    const double v = std::trunc(static_cast<double>(data[i]) * factor);
+    if (v >= above) {
+      data[i] = std::numeric_limits<T>::max();
+    } else if (v < low) {
+      data[i] = std::numeric_limits<T>::min();
+    } else {
+      data[i] = static_cast<T>(v);
+    }
+  }
+}
+
 // ---- integer division ------------------------------------------------------------------
 
 // Truncating division that never overflows: x / -1 is computed as a wrapping
@@ -434,9 +455,14 @@ void scale(void* data, std::size_t count, DataType dtype, double factor) {
     case DataType::Float64: return scale_f64(static_cast<double*>(data), count, factor);
     case DataType::BFloat16: return scale_bf16(static_cast<std::uint16_t*>(data), count, static_cast<float>(factor));
     case DataType::Float16: return scale_f16(static_cast<std::uint16_t*>(data), count, static_cast<float>(factor));
+    case DataType::UInt8: return scale_integer(static_cast<std::uint8_t*>(data), count, factor);
+    case DataType::Int8: return scale_integer(static_cast<std::int8_t*>(data), count, factor);
+    case DataType::Int16: return scale_integer(static_cast<std::int16_t*>(data), count, factor);
+    case DataType::Int32: return scale_integer(static_cast<std::int32_t*>(data), count, factor);
+    case DataType::Int64: return scale_integer(static_cast<std::int64_t*>(data), count, factor);
     default: break;
   }
-  throw InvalidArgumentError(std::string("scale() takes floating-point data, not ") + to_string(dtype));
+  throw InvalidArgumentError(std::string("scale() takes numeric data, not ") + to_string(dtype));
 }
 
 void divide_integer(void* data, std::size_t count, DataType dtype, std::int64_t divisor) {

@@ -21,6 +21,7 @@
 // becomes the entry the step announced, and c to e treat it as any other.
 #include <algorithm>
 #include <cstring>
+#include <stdexcept>
 
 #include "common/coarse_clock.h"
 #include "common/wake_slice.h"
@@ -39,6 +40,14 @@ constexpr std::size_t kNotJoined = 2;   // 1 if this rank has not joined
 constexpr std::size_t kBusy = 3;        // 1 if this rank has operations pending
 constexpr std::size_t kNoStallCheck = 4;  // 0 when rank 0 asks for a stall report
 constexpr std::size_t kHeader = 5;      // then `slots` ready bits, then `slots` valid bits
+
+// An error in one operation's own arithmetic (a size that cannot be, an index
+// out of range): every rank computes it from the same response, so every rank
+// fails that operation alike, and the engine goes on with the others.
+std::exception_ptr operation_failure(const Response& response, const std::logic_error& e) {
+  return std::make_exception_ptr(InvalidArgumentError(std::string(to_string(response.op)) + " of '" +
+                                                      response.names[0] + "' failed: " + e.what()));
+}
 
 std::exception_ptr error_for(const Response& response) {
   if (response.error_kind == ErrorKind::Mismatch) return std::make_exception_ptr(MismatchError(response.error));
@@ -154,8 +163,8 @@ KOLO_STEP_INLINE void Engine::offer(std::uint32_t bit, const void* input, std::s
   const bool root_only = response.op == OpType::Broadcast && response.root != rank_;
   agreement_.offer(bit, input, root_only ? 0 : bytes);
   // The copy is scaled, never the caller's input.
-  if (response.op == OpType::Allreduce && response.prescale != 1.0)
-    Reduction(response, size_).prescale(agreement_.offered_payload(), static_cast<std::size_t>(response.sizes[0]));
+  if ((response.op == OpType::Allreduce || response.op == OpType::Reducescatter) && response.prescale != 1.0)
+    Reduction(response, size_).prescale(agreement_.offered_payload(), bytes / element_size(response.dtype));
 }
 
 KOLO_STEP_INLINE bool Engine::step_finishes(const CallerOp& op) const {
@@ -175,11 +184,17 @@ KOLO_STEP_INLINE bool Engine::step_finishes(const CallerOp& op) const {
 KOLO_STEP_INLINE void Engine::finish(CallerOp& op) {
   cache_.touch(op.bit);
   const Response& response = cache_.response(op.bit);
-  executor_.run_one(response, {op.input, op.output, op.placement, op.entry},
-                    op.carried ? &agreement_.payloads() : nullptr);
-  if (op.entry) op.entry->state->complete_part(nullptr);
+  std::exception_ptr failure;
+  try {
+    executor_.run_one(response, {op.input, op.output, op.placement, op.entry},
+                      op.carried ? &agreement_.payloads() : nullptr);
+  } catch (const std::logic_error& e) {
+    failure = operation_failure(response, e);
+  }
+  if (op.entry) op.entry->state->complete_part(failure);
+  op.failure = op.entry ? nullptr : failure;
   if (timeline_) record(op.name, op.op, op.started, op.started, "");
-  if (recorder_) recorder_->update(op.seq, OpPhase::Done);
+  if (recorder_) recorder_->update(op.seq, failure ? OpPhase::Failed : OpPhase::Done);
   stalled_ = false;
   op.outcome = Express::Done;
 }
@@ -312,7 +327,14 @@ void Engine::execute(const std::vector<Response>& responses, bool store_in_cache
         }
       }
     }
-    executor_.run(parts, entries_);
+    try {
+      executor_.run(parts, entries_);
+    } catch (const std::logic_error& e) {
+      for (const Response* r : parts) {
+        for (const auto& name : r->names) complete(name, operation_failure(*r, e));
+      }
+      continue;
+    }
     if (timeline_) record(parts);
     for (const Response* r : parts) {
       if (store_in_cache && ResponseCache::cacheable(*r)) {
@@ -331,7 +353,12 @@ void Engine::execute_carried(std::uint32_t bit) {
   auto it = entries_.find(name);
   if (it == entries_.end()) throw Error("internal: no local operation named '" + name + "' for a carried operation");
   Entry& entry = it->second;
-  executor_.run_one(response, {entry.input, entry.output, &entry.placement, &entry}, &agreement_.payloads());
+  try {
+    executor_.run_one(response, {entry.input, entry.output, &entry.placement, &entry}, &agreement_.payloads());
+  } catch (const std::logic_error& e) {
+    complete(it, operation_failure(response, e));
+    return;
+  }
   if (timeline_) record({&response});
   complete(it, nullptr);
 }

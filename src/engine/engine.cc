@@ -272,6 +272,7 @@ Engine::Express Engine::express(CallerOp& op) {
   }
   // Failed before it became an ordinary operation: nobody else will report it.
   if (failure && op.outcome != Express::Pending) std::rethrow_exception(failure);
+  if (op.failure) std::rethrow_exception(op.failure);
   return op.outcome;
 }
 

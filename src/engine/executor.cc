@@ -13,7 +13,10 @@
 namespace kolo::engine {
 namespace {
 
+// The elements of one first-dimension row; a scalar (no dimension) is one row
+// of one element.
 std::int64_t row_elements(const Shape& shape) {
+  if (shape.empty()) return 1;
   return num_elements(Shape(shape.begin() + 1, shape.end()));
 }
 
@@ -288,7 +291,17 @@ void Executor::reducescatter(const Response& response, Entry& entry, const std::
     for (int r = 0; r < n; ++r) blocks[r] = static_cast<const std::byte*>((*gathered)[r]) + offset * esize;
     reduce_many(out.data(), blocks.data(), n, counts[comm_.rank()], response.dtype, reduction.wire_op());
   } else {
-    comm_.reduce_scatter(entry.input, out.data(), counts, response.dtype, reduction.wire_op());
+    const void* input = entry.input;
+    if (reduction.prescales()) {
+      // Scaled in a copy: the caller's input is never written.
+      const std::size_t total = static_cast<std::size_t>(rows) * row;
+      const std::size_t bytes = total * element_size(response.dtype);
+      std::byte* copy = fusion_buffer(bytes);
+      if (bytes) std::memcpy(copy, entry.input, bytes);
+      reduction.prescale(copy, total);
+      input = copy;
+    }
+    comm_.reduce_scatter(input, out.data(), counts, response.dtype, reduction.wire_op());
   }
   reduction.finish(out.data(), counts[comm_.rank()]);
   entry.state->output = std::move(out);

@@ -24,6 +24,11 @@ enum class OpType : std::uint8_t {
 const char* to_string(OpType op);
 using kolo::to_string;  // keep the DataType/Shape overloads visible here
 
+// A broadcast root the caller named by job rank r that is not a member of the
+// operation's set travels as kRootOutsideSet + r, so that the coordinator
+// refuses it on every rank and names r.
+inline constexpr std::int32_t kRootOutsideSet = 1 << 30;
+
 // One rank's description of one named operation. Two requests for the same name
 // must agree across ranks (except alltoall splits and the allgather first
 // dimension, which are per rank).
@@ -35,7 +40,7 @@ struct Request {
   Shape shape;
   double prescale = 1.0;
   double postscale = 1.0;
-  std::int32_t root = 0;
+  std::int32_t root = 0;              // broadcast: a member index of the engine's set
   std::vector<std::int64_t> splits;  // alltoall; empty = even split
   std::string group;                 // grouped allreduce; empty = none
   std::int32_t group_size = 0;

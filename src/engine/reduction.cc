@@ -8,9 +8,8 @@ void Reduction::scale_by(void* data, std::size_t count, double factor) const { s
 
 comm::ResultScale Reduction::result_scale_of(const Response& response, int job_size) {
   const bool average = response.reduce_op == ReduceOp::Average;
-  // Postscale needs a floating-point type (validated): an integer Average only divides.
-  if (average && !is_floating_point(response.dtype)) return comm::ResultScale::divide(job_size);
-  // One multiply for both: a sum divided by the job size, then postscaled.
+  // One multiply for both: a sum divided by the job size, then postscaled. For
+  // integers too (in double, truncated: common/reduce.h), Horovod's one rule.
   double factor = response.postscale;
   if (average) factor /= job_size;
   return factor == 1.0 ? comm::ResultScale{} : comm::ResultScale::multiply(factor);

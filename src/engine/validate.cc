@@ -145,9 +145,8 @@ std::optional<Failure> validate(const std::string& name, const std::vector<std::
     if (auto f = compare(name, by_rank, first_rank, "postscale factors", [](const Request& r) { return r.postscale; },
                          [&](const Request& r) { return show_double(r.postscale); }))
       return f;
-    if ((first.prescale != 1.0 || first.postscale != 1.0) && !is_floating_point(first.dtype))
-      return invalid("prescale and postscale of '" + name + "' need a floating-point tensor, not " +
-                     to_string(first.dtype) + ".");
+    if ((first.prescale != 1.0 || first.postscale != 1.0) && first.dtype == DataType::Bool)
+      return invalid("prescale and postscale of '" + name + "' need a numeric tensor, not bool.");
     if (first.dtype == DataType::Bool && first.reduce_op == ReduceOp::Average)
       return invalid("average of '" + name + "' is not defined for bool tensors; use sum (logical or) or min.");
   }
@@ -162,6 +161,9 @@ std::optional<Failure> validate(const std::string& name, const std::vector<std::
     if (auto f = compare(name, by_rank, first_rank, "root ranks", [](const Request& r) { return r.root; },
                          [](const Request& r) { return std::to_string(r.root); }))
       return f;
+    if (first.root >= kRootOutsideSet)
+      return invalid("Invalid root rank " + std::to_string(first.root - kRootOutsideSet) + " for broadcast of '" +
+                     name + "': the rank is not a member of the process set.");
     if (first.root < 0 || first.root >= size)
       return invalid("Invalid root rank " + std::to_string(first.root) + " for broadcast of '" + name +
                      "': the job has " + std::to_string(size) + " ranks.");

@@ -74,12 +74,14 @@ def test_alltoall_gradient_is_the_reverse_alltoall():
 
 def test_reducescatter_gradient_is_an_allgather():
     n = hvd.size()
-    x = torch.ones(n, 2, dtype=torch.float64, requires_grad=True)
-    y = hvd.reducescatter(x, op=hvd.Average, name='grad.reducescatter')
-    (y * (hvd.rank() + 1)).sum().backward()
-    # Row j of x reaches rank j's output, divided by n.
-    expected = torch.stack([torch.full((2,), (j + 1) / n) for j in range(n)]).double()
-    assert torch.allclose(x.grad, expected)
+    for op, factor in ((hvd.Average, 1), (hvd.Sum, n)):
+        x = torch.ones(n, 2, dtype=torch.float64, requires_grad=True)
+        y = hvd.reducescatter(x, op=op, name=f'grad.reducescatter.{op}')
+        (y * (hvd.rank() + 1)).sum().backward()
+        # Horovod's gradient: row j is rank j's upstream gradient, times the set's
+        # size for Sum and as it is for Average.
+        expected = torch.stack([torch.full((2,), float(j + 1) * factor) for j in range(n)]).double()
+        assert torch.equal(x.grad, expected)
 
 
 def test_allreduce_gradient_matches_finite_differences():

@@ -103,5 +103,7 @@ def test_exception_hierarchy_is_horovods():
     assert issubclass(hvd.HorovodInternalError, RuntimeError)
     assert issubclass(hvd.PeerFailureError, hvd.HorovodInternalError)
     assert issubclass(hvd.ShutdownError, hvd.HorovodInternalError)
-    assert issubclass(hvd.MismatchError, RuntimeError)
+    assert issubclass(hvd.MismatchError, hvd.HorovodInternalError)
     assert issubclass(hvd.InvalidArgumentError, ValueError)
+    assert issubclass(hvd.InvalidArgumentError, hvd.HorovodInternalError)
+    assert issubclass(hvd.ShutdownError, ValueError)

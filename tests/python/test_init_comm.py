@@ -62,8 +62,14 @@ def test_disjoint_worlds_run_side_by_side(own_session):
     hvd.remove_process_set(first)
 
 
+def test_an_empty_list_and_dynamic_sets_are_the_plain_job(own_session):
+    # As Horovod: comm=[] is every rank, process_sets='dynamic' asks for nothing more.
+    hvd.init(comm=[], process_sets='dynamic')
+    assert (hvd.rank(), hvd.size()) == (JOB_RANK, JOB_SIZE)
+    assert hvd.allreduce(torch.ones(1), op=hvd.Sum, name='empty.comm').item() == JOB_SIZE
+
+
 @pytest.mark.parametrize('comm, error', [
-    ([], ValueError),
     ([JOB_RANK, JOB_RANK], ValueError),
     ([JOB_RANK, JOB_SIZE], ValueError),
     ([JOB_RANK, -1], ValueError),

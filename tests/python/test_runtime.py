@@ -132,6 +132,12 @@ def test_shutdown_then_init_starts_a_new_session():
     assert not hvd.is_initialized()
     with pytest.raises(hvd.ShutdownError):
         hvd.allreduce(torch.ones(1), name='after.shutdown')
+    # As Horovod: the queries raise a ValueError before init(), the two backend
+    # queries say False.
+    for query in (hvd.size, hvd.rank, hvd.local_size, hvd.is_homogeneous):
+        with pytest.raises(ValueError):
+            query()
+    assert not hvd.mpi_enabled() and not hvd.gloo_enabled()
     hvd.init()
     assert torch.equal(hvd.allreduce(torch.ones(2), op=hvd.Sum, name='new.session'),
                        torch.full((2,), float(hvd.size())))

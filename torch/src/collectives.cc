@@ -172,11 +172,19 @@ at::Tensor alltoall(const at::Tensor& tensor, std::vector<std::int64_t> splits, 
   return alltoall_async(tensor, std::move(splits), options, where).wait();
 }
 
+TensorHandle reducescatter_async(const at::Tensor& tensor, const AllreduceOptions& options, Location where) {
+  at::Tensor input = staged(tensor);
+  Handle handle = kolo::reducescatter_async(view_of(input), options, where);
+  return TensorHandle(make_state(std::move(handle), {input}, kolo_output));
+}
+
+at::Tensor reducescatter(const at::Tensor& tensor, const AllreduceOptions& options, Location where) {
+  return reducescatter_async(tensor, options, where).wait();
+}
+
 TensorHandle reducescatter_async(const at::Tensor& tensor, ReduceOp op, const CollectiveOptions& options,
                                  Location where) {
-  at::Tensor input = staged(tensor);
-  Handle handle = kolo::reducescatter_async(view_of(input), op, options, where);
-  return TensorHandle(make_state(std::move(handle), {input}, kolo_output));
+  return reducescatter_async(tensor, {.op = op, .name = options.name, .process_set = options.process_set}, where);
 }
 
 at::Tensor reducescatter(const at::Tensor& tensor, ReduceOp op, const CollectiveOptions& options,

@@ -17,14 +17,37 @@ def init(comm=None, process_sets=None):
     world's. Every member passes the same ranks; other ranks may form their own
     worlds at the same time.
 
-    A second init() is harmless; init() after shutdown() starts a new session."""
+    A second init() is harmless; init() after shutdown() starts a new session.
+    process_sets='dynamic' is accepted as in Horovod: kolo adds and removes sets
+    at any time anyway."""
     if isinstance(process_sets, str):
-        raise NotImplementedError(f"kolo.torch.init: process_sets={process_sets!r}; pass a list of ProcessSets "
-                                  "(kolo adds and removes sets at any time without 'dynamic')")
-    _kolo.init(None if comm is None else _world_ranks(comm))
+        if process_sets.lower() != 'dynamic':
+            raise ValueError(f"kolo.torch.init: process_sets={process_sets!r}; pass a list of ProcessSets "
+                             "or 'dynamic'")
+        process_sets = None
+    fresh = not _kolo.is_initialized()
+    # An empty list is the whole job, as in Horovod.
+    _kolo.init(None if comm is None or _is_empty_list(comm) else _world_ranks(comm))
+    if fresh:
+        _session['homogeneous'] = _all_hosts_alike()
     for process_set in process_sets or []:
         if getattr(process_set, 'process_set_id', None) is None:
             add_process_set(process_set)
+
+
+# What init() learned for the session's local queries.
+_session = {'homogeneous': None}
+
+
+def _is_empty_list(comm):
+    return isinstance(comm, (list, tuple)) and len(comm) == 0
+
+
+def _all_hosts_alike():
+    """Whether every host runs as many ranks: one small allgather, in init(),
+    which every rank calls, so that is_homogeneous() is a local query."""
+    from kolo.torch.functions import allgather_object
+    return len(set(allgather_object(_kolo.local_size(), name='kolo.is_homogeneous'))) == 1
 
 
 def _world_ranks(comm):
@@ -75,10 +98,10 @@ cross_rank = _kolo.cross_rank
 
 
 def is_homogeneous():
-    """True when every host runs the same number of ranks."""
-    from kolo.torch.functions import allgather_object
-    sizes = set(allgather_object(local_size(), name='kolo.is_homogeneous'))
-    return len(sizes) == 1
+    """True when every host runs the same number of ranks (a local query)."""
+    if not _kolo.is_initialized():
+        raise ValueError('Horovod has not been initialized; use hvd.init().')
+    return _session['homogeneous']
 
 
 def start_timeline(file_path, mark_cycles=False):
@@ -101,13 +124,16 @@ def gloo_built():
 
 
 def mpi_enabled():
-    """True when the job's collectives run over MPI (started by mpirun)."""
-    return _kolo.backend() == 'mpi'
+    """True when the job's collectives run over MPI (started by mpirun); False
+    before init()."""
+    return _kolo.is_initialized() and _kolo.backend() == 'mpi'
 
 
 def gloo_enabled():
     """True when the job's collectives run over Gloo's TCP transport (KOLO_BACKEND=gloo);
-    across hosts kolo otherwise takes its own TCP communicator."""
+    across hosts kolo otherwise takes its own TCP communicator. False before init()."""
+    if not _kolo.is_initialized():
+        return False
     backend = _kolo.backend()
     return backend == 'gloo' or (backend == 'hierarchical' and os.environ.get('KOLO_BACKEND') == 'gloo')
 

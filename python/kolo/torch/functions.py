@@ -4,6 +4,11 @@ import collections.abc
 import io
 import pickle
 
+try:  # as Horovod, for lambdas and closures, where it is installed (python3-cloudpickle)
+    import cloudpickle as _pickler
+except ImportError:
+    _pickler = pickle
+
 import torch
 
 from kolo.torch import _kolo
@@ -12,10 +17,11 @@ from kolo.torch.process_sets import global_process_set, _set_id
 
 
 def broadcast_parameters(params, root_rank, process_set=global_process_set):
-    """Overwrites every rank's parameters with root_rank's.
+    """Overwrites every rank's parameters with root_rank's (a global rank).
 
-    `params` is a model's state_dict() or named_parameters(): a mapping or an
-    iterable of (name, tensor) pairs. Names must agree across ranks."""
+    `params` is a model's state_dict(), named_parameters() or parameters(): a
+    mapping, or an iterable of (name, tensor) pairs or of tensors. Names must
+    agree across ranks."""
     _set_id(process_set)
     if isinstance(params, collections.abc.Mapping):
         items = sorted(params.items())
@@ -24,27 +30,37 @@ def broadcast_parameters(params, root_rank, process_set=global_process_set):
     else:
         raise ValueError('invalid params of type: %s' % type(params))
     handles = []
-    for name, p in items:
+    for entry in items:
+        # model.parameters() gives bare tensors: unnamed broadcasts, as in Horovod.
+        name, p = entry if isinstance(entry, tuple) else (None, entry)
         if p is None:
             continue
         if not isinstance(p, torch.Tensor):
             raise ValueError(f'parameter {name!r} is a {type(p).__name__}, not a tensor')
-        handles.append(broadcast_async_(p, root_rank, name='broadcast_parameters.' + str(name),
-                                       process_set=process_set))
+        op_name = None if name is None else 'broadcast_parameters.' + str(name)
+        handles.append(broadcast_async_(p, root_rank, name=op_name, process_set=process_set))
     for handle in handles:
         synchronize(handle)
 
 
-def broadcast_optimizer_state(optimizer, root_rank, process_set=global_process_set):
+def broadcast_optimizer_state(optimizer, root_rank, model=None, process_set=global_process_set):
     """Overwrites every rank's optimizer state (hyper-parameters and per-parameter
-    state such as momentum) with root_rank's, tensors through broadcasts and the
-    rest as one pickled object."""
+    state such as momentum) with root_rank's (a global rank), tensors through
+    broadcasts and the rest as one pickled object.
+
+    An optimizer that has no state yet gets it first, as in Horovod: every
+    parameter that requires a gradient gets a zero gradient, and the wrapped
+    optimizer takes one step. `model` is accepted for Horovod's signature; the
+    state's structure travels whole, so kolo needs no model to place it."""
+    del model
     _set_id(process_set)
     if isinstance(optimizer, torch.optim.LBFGS):
         raise ValueError('cannot broadcast torch.optim.LBFGS state')
+    if len(optimizer.state_dict()['state']) == 0:
+        _initialize_state(optimizer)
     state_dict = optimizer.state_dict()
-    # The structure (which tensors exist, hyper-parameters) comes from the root;
-    # ranks whose optimizer has not stepped yet have no state tensors of their own.
+    is_root = _kolo.rank() == root_rank
+    # The structure (which tensors exist, hyper-parameters) comes from the root.
     tensors = []
 
     def strip(value):
@@ -63,7 +79,7 @@ def broadcast_optimizer_state(optimizer, root_rank, process_set=global_process_s
 
     def fill(value):
         if isinstance(value, _TensorSlot):
-            own = tensors[value.index] if process_set.rank() == root_rank else None
+            own = tensors[value.index] if is_root else None
             tensor = own if own is not None else torch.empty(value.shape, dtype=value.dtype)
             slots.append(tensor)
             return tensor
@@ -77,8 +93,24 @@ def broadcast_optimizer_state(optimizer, root_rank, process_set=global_process_s
                for i, t in enumerate(slots)]
     for handle in handles:
         synchronize(handle)
-    if process_set.rank() != root_rank:
+    if not is_root:
         optimizer.load_state_dict(received)
+
+
+def _initialize_state(optimizer):
+    """Horovod's start for a fresh optimizer: zero gradients and one step of the
+    wrapped optimizer (a DistributedOptimizer's own step would allreduce, and
+    only this rank may be here)."""
+    for group in optimizer.param_groups:
+        for p in group['params']:
+            if p.requires_grad:
+                p.grad = torch.zeros_like(p)
+                if isinstance(optimizer, torch.optim.SparseAdam):
+                    p.grad = p.grad.to_sparse()
+    if hasattr(optimizer, '_parameter_names'):  # a kolo DistributedOptimizer
+        super(optimizer.__class__, optimizer).step()
+    else:
+        optimizer.step()
 
 
 class _TensorSlot:
@@ -90,7 +122,7 @@ class _TensorSlot:
 
 def _to_bytes(obj):
     buffer = io.BytesIO()
-    pickle.dump(obj, buffer, protocol=pickle.HIGHEST_PROTOCOL)
+    _pickler.dump(obj, buffer, protocol=pickle.HIGHEST_PROTOCOL)
     return torch.frombuffer(bytearray(buffer.getvalue()), dtype=torch.uint8)
 
 
@@ -99,10 +131,11 @@ def _from_bytes(tensor):
 
 
 def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set):
-    """root_rank's `obj` (any picklable object) on every rank."""
+    """root_rank's `obj` (any picklable object) on every rank; root_rank is a global rank."""
     _set_id(process_set)
     name = _kolo.operation_name('broadcast_object', name)
-    if process_set.rank() == root_rank:
+    is_root = _kolo.rank() == root_rank  # a global rank, also in a set
+    if is_root:
         payload = _to_bytes(obj)
         length = torch.tensor([payload.numel()], dtype=torch.int64)
     else:
@@ -112,7 +145,7 @@ def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set
     if payload is None:
         payload = torch.empty(int(length.item()), dtype=torch.uint8)
     broadcast_(payload, root_rank, name=name + '.payload', process_set=process_set)
-    return obj if process_set.rank() == root_rank else _from_bytes(payload)
+    return obj if is_root else _from_bytes(payload)
 
 
 def allgather_object(obj, name=None, process_set=global_process_set):

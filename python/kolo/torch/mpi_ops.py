@@ -9,7 +9,13 @@ import torch
 
 from kolo.torch import _kolo
 from kolo.torch.compression import Compression
-from kolo.torch.process_sets import ProcessSet, global_process_set, _set_id  # noqa: F401
+from kolo.torch.process_sets import (ProcessSet, global_process_set, add_process_set,  # noqa: F401
+                                     remove_process_set, _set_id)
+# Horovod's mpi_ops exports the session's functions too (`from horovod.torch.mpi_ops import size`).
+from kolo.torch.basics import (init, shutdown, is_initialized, size, rank, local_size, local_rank,  # noqa: F401
+                               cross_size, cross_rank, is_homogeneous, start_timeline, stop_timeline,
+                               mpi_built, mpi_enabled, mpi_threads_supported, gloo_built, gloo_enabled,
+                               nccl_built, ddl_built, ccl_built, cuda_built, rocm_built)
 
 # Horovod's values of its op constants.
 Average = 0
@@ -181,16 +187,24 @@ class _GroupedAllreduce(torch.autograd.Function):
 
 
 class _GroupHandle:
-    """The handle of a grouped operation made of one operation per tensor."""
+    """The handle of a grouped operation made of one operation per tensor.
+    Calling it waits, as a Horovod sparse allreduce's handle does."""
 
     def __init__(self, handles, finish=list):
         self._handles, self._finish = handles, finish
+        self._result = None
+        self._done = False
 
     def poll(self):
         return all(h.poll() for h in self._handles)
 
     def wait(self):
-        return self._finish([h.wait() for h in self._handles])
+        if not self._done:
+            self._result = self._finish([h.wait() for h in self._handles])
+            self._done = True
+        return self._result
+
+    __call__ = wait
 
 
 def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
@@ -244,21 +258,23 @@ def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_facto
 
 
 def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
-    """Starts reducing a sparse COO tensor: its indices and values are allgathered,
-    and synchronize() returns the coalesced sum (divided by size() for Average)."""
+    """Starts reducing a sparse COO tensor: its indices and values are allgathered.
+    The handle is callable, as Horovod's: handle() (or synchronize(handle)) returns
+    the gathered entries as one uncoalesced sparse tensor, its values divided by
+    the set's size for Average first."""
     if op not in (Average, Sum):
-        raise ValueError('sparse_allreduce_async supports op=Average or op=Sum')
+        raise InvalidArgumentError('sparse_allreduce_async supports op=Average or op=Sum')
     t = tensor.coalesce() if not tensor.is_coalesced() else tensor
     indices = _kolo.allgather_async(t.indices().t().contiguous(), name + '.indices' if name else None,
                                     _set_id(process_set))
     values = _kolo.allgather_async(t.values().contiguous(), name + '.values' if name else None,
                                    _set_id(process_set))
-    divisor = process_set.size() if op == Average else 1
 
     def finish(results):
         gathered_indices, gathered_values = results
-        summed = torch.sparse_coo_tensor(gathered_indices.t(), gathered_values, t.size()).coalesce()
-        return summed / divisor if divisor != 1 else summed
+        if op == Average:
+            gathered_values = gathered_values / process_set.size()
+        return torch.sparse_coo_tensor(gathered_indices.t(), gathered_values, t.size())
     return _GroupHandle([indices, values], finish)
 
 
@@ -328,7 +344,7 @@ class _Broadcast(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_output):
         grad = allreduce(grad_output, name=ctx.grad_name, op=Average, process_set=ctx.process_set)
-        if ctx.process_set.rank() != ctx.root_rank:
+        if _kolo.rank() != ctx.root_rank:  # root_rank is a global rank, also in a set
             grad = grad * 0
         return grad, None, None, None
 
@@ -408,40 +424,35 @@ def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
 # ---- reducescatter --------------------------------------------------------------------
 
 
-def _scaled(tensor, factor):
-    return tensor if factor == 1.0 else tensor * factor
-
-
 def _check_reducescatter_op(op):
     if op not in (Average, Sum):
-        raise ValueError('reducescatter supports op=Average or op=Sum')
+        raise InvalidArgumentError('reducescatter supports op=Average or op=Sum')
 
 
 class _Reducescatter(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tensor, name, op, prescale_factor, postscale_factor, process_set):
-        ctx.op, ctx.prescale, ctx.postscale, ctx.process_set = op, prescale_factor, postscale_factor, process_set
+        ctx.op, ctx.process_set = op, process_set
+        ctx.factor = prescale_factor * postscale_factor
         ctx.grad_name = _grad_name(name)
-        output = _kolo.reducescatter(_contiguous(_scaled(tensor.detach(), prescale_factor)), op, name,
-                                     _set_id(process_set))
-        return _scaled(output, postscale_factor)
+        return _kolo.reducescatter(_contiguous(tensor.detach()), op, name, prescale_factor, postscale_factor,
+                                   _set_id(process_set))
 
     @staticmethod
     def backward(ctx, grad_output):
+        # Horovod's gradient: every rank's upstream gradient gathered, times the
+        # set's size for Sum (as it is for Average), times the scale factors.
         grad = allgather(grad_output, name=ctx.grad_name, process_set=ctx.process_set)
-        factor = ctx.prescale * ctx.postscale / (ctx.process_set.size() if ctx.op == Average else 1)
-        return _scaled(grad, factor), None, None, None, None, None
+        factor = ctx.factor * (ctx.process_set.size() if ctx.op == Sum else 1)
+        return (grad if factor == 1 else grad * factor), None, None, None, None, None
 
 
 def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set, prescale_factor=1.0,
                         postscale_factor=1.0):
     """Starts reducing `tensor` over all ranks, this rank keeping its block of the first dimension."""
     _check_reducescatter_op(op)
-    handle = _kolo.reducescatter_async(_contiguous(_scaled(tensor.detach(), prescale_factor)), op, name,
-                                       _set_id(process_set))
-    if postscale_factor == 1.0:
-        return handle
-    return _GroupHandle([handle], lambda results: results[0].mul_(postscale_factor))
+    return _kolo.reducescatter_async(_contiguous(tensor.detach()), op, name, prescale_factor, postscale_factor,
+                                     _set_id(process_set))
 
 
 def reducescatter(tensor, name=None, compression=Compression.none, op=Average, process_set=global_process_set,
@@ -453,9 +464,8 @@ def reducescatter(tensor, name=None, compression=Compression.none, op=Average, p
     if _needs_grad(compressed):
         output = _Reducescatter.apply(compressed, name, op, prescale_factor, postscale_factor, process_set)
     else:
-        output = _kolo.reducescatter(_contiguous(_scaled(compressed, prescale_factor)), op, name,
+        output = _kolo.reducescatter(_contiguous(compressed), op, name, prescale_factor, postscale_factor,
                                      _set_id(process_set))
-        output = _scaled(output, postscale_factor)
     return compression.decompress(output, ctx)
 
 
@@ -464,10 +474,9 @@ def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=glob
     """Starts a reducescatter of each tensor; the handle's result is the list of outputs."""
     _check_reducescatter_op(op)
     names = _member_names('grouped_reducescatter', name, len(tensors))
-    handles = [_kolo.reducescatter_async(_contiguous(_scaled(t.detach(), prescale_factor)), op, n,
-                                         _set_id(process_set))
-               for t, n in zip(tensors, names)]
-    return _GroupHandle(handles, lambda results: [_scaled(r, postscale_factor) for r in results])
+    return _GroupHandle([_kolo.reducescatter_async(_contiguous(t.detach()), op, n, prescale_factor,
+                                                   postscale_factor, _set_id(process_set))
+                         for t, n in zip(tensors, names)])
 
 
 def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=Average,
@@ -475,8 +484,9 @@ def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=A
     """A reducescatter of each tensor; differentiable."""
     _check_reducescatter_op(op)
     names = _member_names('grouped_reducescatter', name, len(tensors))
-    return [reducescatter(t, name=n, compression=compression, op=op, prescale_factor=prescale_factor,
-                          postscale_factor=postscale_factor) for t, n in zip(tensors, names)]
+    return [reducescatter(t, name=n, compression=compression, op=op, process_set=process_set,
+                          prescale_factor=prescale_factor, postscale_factor=postscale_factor)
+            for t, n in zip(tensors, names)]
 
 
 # ---- join and barrier -----------------------------------------------------------------

@@ -9,8 +9,8 @@ import torch
 from kolo.torch import _kolo
 from kolo.torch.compression import Compression
 from kolo.torch.gradient_buckets import GradientBuckets
-from kolo.torch.mpi_ops import (Average, Adasum, Sum, allreduce_async_, grouped_allreduce_async_,
-                                sparse_allreduce_async, synchronize)
+from kolo.torch.mpi_ops import (Average, Adasum, Max, Min, Product, Sum, InvalidArgumentError, allreduce_async_,
+                                grouped_allreduce_async_, sparse_allreduce_async, synchronize)
 from kolo.torch.process_sets import global_process_set, _set_id
 
 
@@ -23,9 +23,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         super(self.__class__, self).__init__(params)
         _set_id(process_set)
         if op == Adasum:
-            raise ValueError('kolo does not implement Adasum; use op=Average or op=Sum')
-        if op not in (Average, Sum):
-            raise ValueError('DistributedOptimizer supports op=Average or op=Sum')
+            raise InvalidArgumentError('kolo does not implement Adasum; use op=Average or op=Sum')
+        if op not in (Average, Sum, Min, Max, Product):
+            raise ValueError(f'DistributedOptimizer: unknown op {op!r}')
         if gradient_predivide_factor != 1.0 and op != Average:
             raise ValueError('gradient_predivide_factor not supported with op != Average')
         self._compression = compression
@@ -33,6 +33,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._gradient_predivide_factor = gradient_predivide_factor
         self._sparse_as_dense = sparse_as_dense
         self._process_set = process_set
+        # Horovod's public names for them.
+        self.compression, self.op, self.gradient_predivide_factor = compression, op, gradient_predivide_factor
+        self.sparse_as_dense, self.process_set = sparse_as_dense, process_set
 
         all_params = [p for group in self.param_groups for p in group['params']]
         if named_parameters is not None:
@@ -72,7 +75,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._buckets = None
         if process_set.size() > 1 and compression is Compression.none and _kolo.backend() == 'shm':
             self._buckets = GradientBuckets()
-        if process_set.size() > 1:
+        if process_set.size() > 1 and process_set.included():
             self._register_hooks()
 
     # ---- groups ---------------------------------------------------------------------
@@ -124,12 +127,12 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         name = self._parameter_names.get(p)
         tensor = p.grad
         if tensor.is_sparse:
-            if self._sparse_as_dense:
-                tensor = tensor.to_dense()
-                p.grad = tensor
-            else:
+            if not self._sparse_as_dense:
                 return sparse_allreduce_async(tensor, name=name, op=self._op, process_set=self._process_set), 'sparse'
-        if self._buckets is not None:
+            # A dense copy travels; the result goes back into the sparse gradient
+            # (_write_gradient), which stays sparse for optimizers such as SparseAdam.
+            tensor = tensor.to_dense()
+        elif self._buckets is not None:
             self._buckets.place(p)
             tensor = p.grad
         compressed, ctx = self._compression.compress(tensor)
@@ -147,11 +150,13 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def _grouped_allreduce_async(self, params):
         tensors, ctxs = [], []
         for p in params:
-            if p.grad.is_sparse:
-                p.grad = p.grad.to_dense()
-            if self._buckets is not None:
+            grad = p.grad
+            if grad.is_sparse:
+                grad = grad.to_dense()  # written back into the sparse gradient (_write_gradient)
+            elif self._buckets is not None:
                 self._buckets.place(p)
-            compressed, ctx = self._compression.compress(p.grad)
+                grad = p.grad
+            compressed, ctx = self._compression.compress(grad)
             tensors.append(compressed)
             ctxs.append(ctx)
         prescale, postscale = self._scales()
@@ -187,12 +192,16 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def synchronize(self):
         """Waits for every gradient's allreduce; starts those whose hook did not run."""
-        if self._process_set.size() == 1:
+        if self._process_set.size() == 1 or not self._process_set.included():
             self._synchronized = True
             return
         for p in self._requires_update:
             if p.grad is None:
-                continue
+                # As Horovod: a gradient this rank did not compute (a branch unused
+                # here, a head frozen on this rank) is zero, and its allreduce runs,
+                # since other ranks may have computed it and wait for this one.
+                p.grad = torch.zeros_like(p, memory_format=torch.contiguous_format)
+        for p in self._requires_update:
             index = self._groups.get(p)
             if index is not None:
                 # A group some of whose members' hooks did not run this step.
@@ -207,7 +216,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 continue
             output = synchronize(handle)
             if ctx == 'sparse':
-                p.grad = output
+                with torch.no_grad():
+                    p.grad.zero_().add_(output)  # as Horovod: the gradient stays the same sparse tensor
             else:
                 self._write_gradient(p, ctx[0], ctx[1], output)
             self._allreduce_delay[p] = self.backward_passes_per_step
@@ -227,7 +237,12 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if compressed is p.grad:
             return  # reduced in place
         with torch.no_grad():
-            p.grad.copy_(self._compression.decompress(reduced, ctx))
+            result = self._compression.decompress(reduced, ctx)
+            if p.grad.is_sparse:
+                # sparse_as_dense, as Horovod, in the gradient's own sparse layout.
+                p.grad.zero_().add_(result.to_sparse(p.grad.sparse_dim()))
+            else:
+                p.grad.copy_(result)
 
     @contextlib.contextmanager
     def skip_synchronize(self):
@@ -248,6 +263,17 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self.synchronize()
         self._synchronized = False
         return super(self.__class__, self).step(closure)
+
+    def load_state_dict(self, *args, **kwargs):
+        # As Horovod: a loaded state starts a fresh step (no allreduce in flight,
+        # every parameter's count of backward passes full).
+        self._handles.clear()
+        self._group_handles.clear()
+        self._group_ready.clear()
+        self._synchronized = False
+        for p in self._allreduce_delay:
+            self._allreduce_delay[p] = self.backward_passes_per_step
+        return super(self.__class__, self).load_state_dict(*args, **kwargs)
 
     def zero_grad(self, *args, **kwargs):
         if self._handles or self._group_handles:

@@ -1,8 +1,8 @@
 """Process sets, as horovod.common.process_sets: groups of ranks that run
 collectives among themselves. Every collective takes process_set=; the default
 is the global set of every rank. Disjoint sets run their collectives
-concurrently, each on its own engine; ranks given to an operation (a broadcast's
-root_rank) are counted within its set."""
+concurrently, each on its own engine. A broadcast's root_rank is a global rank,
+as in Horovod and torch.distributed, and must be a member of the set."""
 
 from kolo.torch import _kolo
 
@@ -12,11 +12,16 @@ class ProcessSet:
     (or init(process_sets=[...])) has registered it on every rank."""
 
     def __init__(self, ranks):
-        self.ranks = sorted(int(r) for r in ranks)
+        self._ranks = sorted(int(r) for r in ranks)
         self.process_set_id = None
 
     def _global(self):
         return self.process_set_id == 0
+
+    @property
+    def ranks(self):
+        """The set's ranks, ascending (every rank for the global set, as in Horovod)."""
+        return list(range(_kolo.size())) if self._global() else self._ranks
 
     def size(self):
         """The number of ranks in the set."""
@@ -63,9 +68,11 @@ def add_process_set(process_set):
 
 
 def remove_process_set(process_set):
-    """Unregisters a set (collective, as add_process_set); True when it was removed."""
-    if process_set is global_process_set or getattr(process_set, 'process_set_id', None) == 0:
-        raise ValueError('the global process set cannot be removed')
-    _kolo.remove_process_set(_set_id(process_set))
+    """Unregisters a set (collective, as add_process_set); True when it was
+    removed, False (as in Horovod) for the global set or one never registered."""
+    set_id = getattr(process_set, 'process_set_id', None)
+    if set_id is None or set_id == 0:
+        return False
+    _kolo.remove_process_set(set_id)
     process_set.process_set_id = None
     return True

@@ -105,5 +105,10 @@ TensorHandle reducescatter_async(const at::Tensor& tensor, ReduceOp op = ReduceO
                                  const CollectiveOptions& options = {}, Location where = Location::current());
 at::Tensor reducescatter(const at::Tensor& tensor, ReduceOp op = ReduceOp::Average,
                          const CollectiveOptions& options = {}, Location where = Location::current());
+// The same with scale factors (options.op Sum or Average, prescale, postscale).
+TensorHandle reducescatter_async(const at::Tensor& tensor, const AllreduceOptions& options,
+                                 Location where = Location::current());
+at::Tensor reducescatter(const at::Tensor& tensor, const AllreduceOptions& options,
+                         Location where = Location::current());
 
 }  // namespace kolo::torch
