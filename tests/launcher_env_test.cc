@@ -139,6 +139,27 @@ TEST(LauncherEnv, InconsistentValuesNameTheVariable) {
            [] { EXPECT_THROW(topology_from_env(), InvalidArgumentError); });
 }
 
+// A rank number past what an int64 holds was "not an integer", and one past
+// 2^24 "out of range" without the range: both say they are out of range, and what is allowed.
+TEST(LauncherEnv, RankNumbersOutOfRangeSaySoAndWhatIsAllowed) {
+  auto expect_error = [](const std::map<std::string, std::string>& env, const std::string& fragment) {
+    in_child(env, [&] {
+      try {
+        topology_from_env();
+        ADD_FAILURE() << "no error";
+      } catch (const InvalidArgumentError& e) {
+        EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+      }
+    });
+  };
+  expect_error({{"KOLO_RANK", "0"}, {"KOLO_SIZE", "99999999999999999999"}},
+               "KOLO_SIZE: '99999999999999999999' is out of range: allowed are 0 to 16777216");
+  expect_error({{"KOLO_RANK", "0"}, {"KOLO_SIZE", "16777217"}},
+               "KOLO_SIZE: '16777217' is out of range: allowed are 0 to 16777216");
+  expect_error({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "4611686018427387904"}},
+               "OMPI_COMM_WORLD_SIZE: '4611686018427387904' is out of range: allowed are 0 to 16777216");
+}
+
 TEST(LauncherEnv, KolorunVariablesWinOverMpirunOnes) {
   in_child({{"KOLO_RANK", "0"}, {"KOLO_SIZE", "1"}, {"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"}}, [] {
     Topology t = topology_from_env();

@@ -80,6 +80,71 @@ TEST(Settings, BadValuesFailInitNamingVariableValueAndWhatIsAllowed) {
   }, {.use_store = false});
 }
 
+// Sets `name` to `value` for one init(), which must fail as expect_init_fails says.
+void expect_setting_fails(const std::string& name, const std::string& value,
+                          const std::vector<std::string>& fragments) {
+  setenv(name.c_str(), value.c_str(), 1);
+  expect_init_fails(name + "=" + value, fragments);
+  unsetenv(name.c_str());
+}
+
+// Sizes near 2^63 passed: KOLO_SHM_SLOT_BYTES=2^62 wrapped the segment's size
+// (a rank's SIGSEGV), the round sizes aborted in malloc or threw bad_alloc.
+// Every size and count has an upper bound, and a value past it, or past what an
+// int64 holds, is "out of range", never "not an integer".
+TEST(Settings, EverySizeAndCountHasAnUpperBound) {
+  run_ranks(1, [](int) {
+    const std::vector<std::string> names = {
+        "KOLO_FUSION_THRESHOLD", "KOLO_CACHE_CAPACITY", "KOLO_EAGER_BYTES", "KOLO_FLIGHT_RECORDER_SIZE",
+        "KOLO_WAKE_SLICE_US", "KOLO_BUFFER_CACHE_BYTES", "KOLO_SHM_SLOT_BYTES", "KOLO_SHM_SMALL_BYTES",
+        "KOLO_SHM_MAPPED_BYTES", "KOLO_SHM_FIRST_STEP", "KOLO_TCP_SMALL_BYTES", "KOLO_TCP_ROUND_BYTES",
+        "KOLO_TCP_SPIN_US", "KOLO_GLOO_SMALL_BYTES", "KOLO_GLOO_ROUND_BYTES", "KOLO_MPI_SMALL_BYTES",
+        "KOLO_MPI_SPIN_US", "KOLO_MPI_POLL_US", "KOLO_NUM_SERVERS", "KOLO_PS_PARTITION_BYTES",
+    };
+    for (const auto& name : names) {
+      for (const std::string value : {"4611686018427387904", "9223372036854775807", "99999999999999999999", "2048G"})
+        expect_setting_fails(name, value, {name + ": '" + value + "' is out of range: allowed are "});
+    }
+    // Up to 1 GiB where a size is a transfer, a slot or a threshold.
+    for (const char* name : {"KOLO_SHM_SLOT_BYTES", "KOLO_TCP_SMALL_BYTES", "KOLO_FUSION_THRESHOLD"}) {
+      expect_setting_fails(name, "2G", {"allowed are ", " to 1073741824 (1G)"});
+      setenv(name, "1G", 1);
+      kolo::init();
+      kolo::shutdown();
+      unsetenv(name);
+    }
+    // A rank's scratch holds 2 x (ranks - 1) rounds: 1 TiB was bad_alloc.
+    expect_setting_fails("KOLO_TCP_ROUND_BYTES", "1024G", {"allowed are 1024 to 67108864 (64M)"});
+  }, {.use_store = false});
+}
+
+// A job of one chose no transport and so never read KOLO_BACKEND: a typo passed
+// at -np 1 and failed at -np 2.
+TEST(Settings, AJobOfOneChecksTheTransportChoice) {
+  run_ranks(1, [](int) {
+    expect_setting_fails("KOLO_BACKEND", "abc",
+                         {"KOLO_BACKEND: 'abc' is not allowed: use one of auto, shm, gloo, tcp, mpi"});
+    expect_setting_fails("KOLO_HIERARCHICAL", "maybe",
+                         {"KOLO_HIERARCHICAL: 'maybe' is not a boolean: allowed are 1 and 0"});
+  }, {.use_store = false});
+}
+
+// A timeout said "allowed are 0 (off)" for -1 and then refused 0: a timeout
+// cannot be off (no wait without an end), and every message says so.
+TEST(Settings, TimeoutsSayTheyCannotBeOff) {
+  run_ranks(1, [](int) {
+    for (const std::string name : {"KOLO_PEER_TIMEOUT", "KOLO_START_TIMEOUT"}) {
+      for (const std::string value : {"-1", "0", "0.0001", "2e9", "1e400"}) {
+        expect_setting_fails(name, value,
+                             {name + ": '" + value + "' is out of range: allowed are 0.001 to 1e9 seconds",
+                              "(a timeout cannot be off)"});
+      }
+    }
+    // 0 is off where a setting can be off, and its message says so.
+    expect_setting_fails("KOLO_STALL_CHECK_TIME", "-1", {"allowed are 0 (off) to 1e9 seconds"});
+  }, {.use_store = false});
+}
+
 // The ranks used to fail the first operation one by one: one rank with the
 // negotiation's error, the others told that a rank had shut down.
 TEST(Settings, SettingsThatDifferAcrossRanksFailInitOnEveryRankAlike) {

@@ -26,13 +26,12 @@ enum class Backend { Auto, Shm, Gloo, Tcp, Mpi };
 enum class Network { Gloo, Tcp };
 
 Backend backend_from_env() {
-  const std::string name = env::get_string("KOLO_BACKEND", "auto");
-  if (name == "auto") return Backend::Auto;
+  const std::string name = env::get_choice("KOLO_BACKEND", "auto", {"auto", "shm", "gloo", "tcp", "mpi"});
   if (name == "shm") return Backend::Shm;
   if (name == "gloo") return Backend::Gloo;
   if (name == "tcp") return Backend::Tcp;
   if (name == "mpi") return Backend::Mpi;
-  throw InvalidArgumentError("KOLO_BACKEND='" + name + "' is not one of auto, shm, gloo, tcp, mpi");
+  return Backend::Auto;
 }
 
 std::optional<bool> hierarchical_from_env() {
@@ -267,8 +266,12 @@ std::unique_ptr<comm::Communicator> make_set_communicator(const Topology& t, int
 }
 
 std::unique_ptr<comm::Communicator> make_communicator(const Topology& t, int generation, store::StoreClient* store) {
-  const auto options = options_from_env();  // checked in a job of one too
+  // Checked in a job of one too, which chooses no transport: the same settings
+  // must not pass at one rank and fail at two.
+  const auto options = options_from_env();
   const auto ps = comm::ps::PsSettings::from_env();
+  backend_from_env();
+  hierarchical_from_env();
   auto comm = t.size == 1 ? comm::make_self_communicator() : choose(t, generation, store, options);
   if (ps.servers > 0) {
     if (!t.whole_job())

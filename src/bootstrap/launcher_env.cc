@@ -11,9 +11,7 @@ namespace {
 int int_from(const char* name) {
   auto value = env::get(name);
   if (!value) throw InvalidArgumentError(std::string(name) + " is not set");
-  auto parsed = env::parse_int(*value, name);
-  if (parsed < 0 || parsed > (1 << 24)) throw InvalidArgumentError(std::string(name) + "=" + *value + " is out of range");
-  return static_cast<int>(parsed);
+  return static_cast<int>(env::get_int_in(name, 0, 0, kMaxRanks));
 }
 
 int first_int(std::initializer_list<const char*> names, int fallback) {

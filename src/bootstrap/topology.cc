@@ -11,9 +11,7 @@ namespace kolo {
 namespace {
 
 int require_int(const char* name, int fallback) {
-  auto value = env::get_int(name, fallback);
-  if (value < 0 || value > (1 << 24)) throw InvalidArgumentError(std::string(name) + "=" + std::to_string(value) + " is out of range");
-  return static_cast<int>(value);
+  return static_cast<int>(env::get_int_in(name, fallback, 0, kMaxRanks));
 }
 
 void check_below(const std::string& index_name, int index, const std::string& size_name, int size) {

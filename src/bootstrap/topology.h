@@ -19,6 +19,9 @@ enum class Launcher {
 
 const char* to_string(Launcher launcher);
 
+// The most ranks (and the highest rank, host or host count) a launcher may give.
+inline constexpr int kMaxRanks = 1 << 24;
+
 // mpirun started every process of the job (directly or for `kolorun --mpi`), so
 // that MPI_COMM_WORLD holds exactly the job's ranks.
 inline bool started_by_mpirun(Launcher launcher) {

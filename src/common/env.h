@@ -16,12 +16,15 @@ std::string get_string(const char* name, const std::string& fallback);
 // Integers accept an optional K/M/G suffix (powers of 1024) for byte sizes.
 std::int64_t get_int(const char* name, std::int64_t fallback);
 bool get_bool(const char* name, bool fallback);
+// The most bytes a size setting may give: transfers, slots and thresholds past
+// it gain nothing, and sizes near 2^63 overflow where they are multiplied.
+inline constexpr std::int64_t kMaxSettingBytes = std::int64_t{1} << 30;
 // An integer (with the suffixes above) in [min, max].
 std::int64_t get_int_in(const char* name, std::int64_t fallback, std::int64_t min, std::int64_t max);
 // Seconds as a decimal number ("0.5", "30"), 0 to 1e9; 0 means off for every
 // setting that takes it.
 std::chrono::milliseconds get_seconds(const char* name, std::chrono::milliseconds fallback);
-// Seconds for a timeout, which cannot be off: more than 0.
+// Seconds for a timeout, which cannot be off: 0.001 to 1e9.
 std::chrono::milliseconds get_timeout(const char* name, std::chrono::milliseconds fallback);
 // One of `allowed`, spelled exactly.
 std::string get_choice(const char* name, const std::string& fallback, std::initializer_list<const char*> allowed);

@@ -11,7 +11,7 @@ namespace kolo::engine {
 EngineConfig EngineConfig::from_env() {
   EngineConfig c;
   c.fusion_threshold = static_cast<std::size_t>(env::get_int_in(
-      "KOLO_FUSION_THRESHOLD", static_cast<std::int64_t>(c.fusion_threshold), 0, INT64_MAX));
+      "KOLO_FUSION_THRESHOLD", static_cast<std::int64_t>(c.fusion_threshold), 0, env::kMaxSettingBytes));
   if (auto cycle = env::get("KOLO_CYCLE_TIME")) {
     double ms = env::parse_double(*cycle, "KOLO_CYCLE_TIME");
     if (ms <= 0 || ms > 10000)
@@ -28,7 +28,7 @@ EngineConfig EngineConfig::from_env() {
   c.timeline_path = env::get_string("KOLO_TIMELINE", "");
   c.timeline_all_ranks = env::get_bool("KOLO_TIMELINE_ALL_RANKS", false);
   c.flight_recorder_size = static_cast<std::size_t>(env::get_int_in(
-      "KOLO_FLIGHT_RECORDER_SIZE", static_cast<std::int64_t>(c.flight_recorder_size), 0, 1 << 24));
+      "KOLO_FLIGHT_RECORDER_SIZE", static_cast<std::int64_t>(c.flight_recorder_size), 0, 1 << 20));
   c.flight_recorder_dir = env::get_string("KOLO_FLIGHT_RECORDER_DIR", "");
   return c;
 }

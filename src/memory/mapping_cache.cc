@@ -29,7 +29,9 @@ MappingCache& MappingCache::process() {
 }
 
 std::size_t MappingCache::limit_from_env() {
-  return static_cast<std::size_t>(env::get_int_in("KOLO_BUFFER_CACHE_BYTES", std::int64_t{512} << 20, 0, INT64_MAX));
+  // A limit, never allocated as a whole: up to 1024G.
+  return static_cast<std::size_t>(
+      env::get_int_in("KOLO_BUFFER_CACHE_BYTES", std::int64_t{512} << 20, 0, std::int64_t{1} << 40));
 }
 
 void MappingCache::lock_for_fork() { mutex_.lock(); }

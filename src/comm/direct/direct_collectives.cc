@@ -98,10 +98,10 @@ Tuning Tuning::from_env(const std::string& prefix, Tuning defaults) {
   Tuning t = defaults;
   const std::string small = prefix + "_SMALL_BYTES", round = prefix + "_ROUND_BYTES";
   t.small_bytes = static_cast<std::size_t>(
-      env::get_int_in(small.c_str(), static_cast<std::int64_t>(t.small_bytes), 0, INT64_MAX));
+      env::get_int_in(small.c_str(), static_cast<std::int64_t>(t.small_bytes), 0, env::kMaxSettingBytes));
   // Unset keeps the default, 0 (automatic) included: only a setting must be at least 1 KiB.
   t.round_bytes = static_cast<std::size_t>(
-      env::get_int_in(round.c_str(), static_cast<std::int64_t>(t.round_bytes), 1024, INT64_MAX));
+      env::get_int_in(round.c_str(), static_cast<std::int64_t>(t.round_bytes), 1024, kMaxRoundBytes));
   return t;
 }
 

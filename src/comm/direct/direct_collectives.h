@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <span>
 #include <vector>
@@ -34,6 +35,8 @@ struct Tuning {
   // (gloo's: a ready notification and a thread wake-up) want larger rounds.
   static constexpr std::size_t kAutoRoundBytes = 128 << 10;
   static constexpr std::size_t kMinAutoRoundBytes = 16 << 10;
+  // The most a setting may give: the scratch holds 2 x (size-1) rounds.
+  static constexpr std::int64_t kMaxRoundBytes = 64 << 20;
   // The round per peer among `size` ranks.
   std::size_t round_bytes_for(int size) const;
 

@@ -29,7 +29,7 @@ namespace {
 
 // KOLO_MPI_SMALL_BYTES: allreduce up to this size in one MPI_Allreduce call.
 std::size_t small_bytes_from_env() {
-  return static_cast<std::size_t>(env::get_int_in("KOLO_MPI_SMALL_BYTES", 64 * 1024, 0, INT64_MAX));
+  return static_cast<std::size_t>(env::get_int_in("KOLO_MPI_SMALL_BYTES", 64 * 1024, 0, env::kMaxSettingBytes));
 }
 
 using mpi_impl::check_mpi;

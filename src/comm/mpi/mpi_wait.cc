@@ -10,8 +10,9 @@ namespace kolo::comm::mpi_impl {
 
 PollPolicy PollPolicy::from_env() {
   PollPolicy p;
-  p.spin = std::chrono::microseconds(env::get_int_in("KOLO_MPI_SPIN_US", p.spin.count(), 0, INT64_MAX / 1000));
-  p.poll = std::chrono::microseconds(env::get_int_in("KOLO_MPI_POLL_US", p.poll.count(), 0, INT64_MAX / 1000));
+  // Up to a second, as KOLO_TCP_SPIN_US.
+  p.spin = std::chrono::microseconds(env::get_int_in("KOLO_MPI_SPIN_US", p.spin.count(), 0, 1000000));
+  p.poll = std::chrono::microseconds(env::get_int_in("KOLO_MPI_POLL_US", p.poll.count(), 0, 1000000));
   return p;
 }
 

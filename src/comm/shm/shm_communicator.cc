@@ -373,9 +373,13 @@ class ShmCommunicator final : public Communicator {
 
 shm::SegmentConfig config_from_env(int size) {
   shm::SegmentConfig config;
-  auto slot = env::get_int_in("KOLO_SHM_SLOT_BYTES", static_cast<std::int64_t>(kDefaultSlotBytes), 4096, INT64_MAX);
-  auto small = env::get_int_in("KOLO_SHM_SMALL_BYTES", static_cast<std::int64_t>(kDefaultSmallBytes), 0, INT64_MAX);
-  auto mapped = env::get_int_in("KOLO_SHM_MAPPED_BYTES", static_cast<std::int64_t>(kDefaultMappedBytes), 0, INT64_MAX);
+  // The segment holds 2 slots per rank: a bounded slot keeps its size from wrapping.
+  auto slot = env::get_int_in("KOLO_SHM_SLOT_BYTES", static_cast<std::int64_t>(kDefaultSlotBytes), 4096,
+                              env::kMaxSettingBytes);
+  auto small = env::get_int_in("KOLO_SHM_SMALL_BYTES", static_cast<std::int64_t>(kDefaultSmallBytes), 0,
+                               env::kMaxSettingBytes);
+  auto mapped = env::get_int_in("KOLO_SHM_MAPPED_BYTES", static_cast<std::int64_t>(kDefaultMappedBytes), 0,
+                                env::kMaxSettingBytes);
   // Every rank needs at least a few cache lines per peer in a slot (the
   // per-peer sub-slots of reduce_scatter and alltoallv) and room for the
   // alltoallv size table.

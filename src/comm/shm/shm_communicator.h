@@ -15,7 +15,7 @@ namespace kolo::comm {
 // soon as every rank has attached.
 //
 // Tunables (read by rank 0, which records them in the segment for the others):
-//  KOLO_SHM_SLOT_BYTES   bytes per pipeline slot and rank (two slots each)
+//  KOLO_SHM_SLOT_BYTES   bytes per pipeline slot and rank (two slots each; 4K to 1G)
 //  KOLO_SHM_SMALL_BYTES  allreduce up to this size takes the one-step path
 //  KOLO_SHM_MAPPED_BYTES allreduce and allgatherv from this size whose buffers
 //                        every rank places in shareable memory (views of
