@@ -190,6 +190,27 @@ TEST(CollectiveErrors, LocalArgumentErrorsThrowAtOnce) {
   }, {.use_store = false});
 }
 
+// A NUL byte in an operation's name ended the message there (what() is read as
+// a C string): the local error and the coordinator's show it, as \x00.
+TEST(CollectiveErrors, ANulByteInANameIsShownInTheMessage) {
+  run_ranks(2, [](int rank) {
+    kolo::init();
+    const std::string name("grad\0layer1", 11);
+    try {
+      kolo::allreduce(Tensor{nullptr, DataType::Float32, {3}}, {.name = name});
+      ADD_FAILURE() << "no error";
+    } catch (const InvalidArgumentError& e) {
+      EXPECT_NE(std::string(e.what()).find("'grad\\x00layer1' has null data"), std::string::npos) << e.what();
+    }
+    std::vector<float> f(6, 1.0f);
+    expect_everywhere<MismatchError>("a name with a NUL byte", [&] {
+      Shape shape = rank == 0 ? Shape{2, 3} : Shape{3, 2};
+      kolo::allreduce(Tensor{f.data(), DataType::Float32, shape}, {.name = name});
+    }, "grad\\x00layer1");
+    kolo::shutdown();
+  });
+}
+
 // Arguments this rank alone can judge, past what a request can carry or a size
 // can count: they used to break the coordinator's message for every rank (a name
 // past 4096 bytes), or wrap around (an element count past int64). They fail the

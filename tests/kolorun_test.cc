@@ -633,6 +633,14 @@ INSTANTIATE_TEST_SUITE_P(
                       BadInput{{"-np", "2", "--num-servers", "1", "--mpi", "true"}, 2,
                                "cannot be used with --mpi"}));
 
+// A NUL byte in a hostfile ended kolorun's message at the byte: it is shown.
+TEST_F(KolorunTest, ANulByteInAHostfileIsShownInTheMessage) {
+  std::ofstream(path("hosts")) << std::string("good\0bad slots=2\n", 18);
+  auto result = run_kolorun({"-np", "2", "--hostfile", path("hosts"), "true"});
+  expect_one_error_line(result, "host name 'good\\x00bad' has a character that cannot be in a host name");
+  EXPECT_EQ(result.exit_code, 2);
+}
+
 TEST_F(KolorunTest, NonExecutableProgramIsRefusedBeforeAnyRankStarts) {
   std::string script = write_script("not_executable.sh", "#!/bin/sh\necho ran\n", 0644);
   auto result = run_kolorun({"-np", "2", script});

@@ -13,9 +13,24 @@
 
 namespace kolo {
 
+namespace detail {
+// A NUL byte (in an operation's name, a line of a file) would end a message
+// wherever it is read as a C string (what(), printf): it is shown as \x00.
+inline std::string with_nul_shown(const std::string& text) {
+  if (text.find('\0') == std::string::npos) return text;
+  std::string shown;
+  for (char c : text) {
+    if (c == '\0') shown += "\\x00";
+    else shown += c;
+  }
+  return shown;
+}
+}  // namespace detail
+
 class Error : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit Error(const std::string& what) : std::runtime_error(detail::with_nul_shown(what)) {}
+  explicit Error(const char* what) : std::runtime_error(what) {}
 };
 
 // A bad argument detected on this rank, or by the coordinator for every rank.

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "common/env.h"
+#include "kolo/error.h"
 
 namespace kolo::log {
 namespace {
@@ -68,9 +69,10 @@ bool Throttle::allow(std::uint64_t& held_back) {
 
 void write(Level level, const std::string& message) {
   int rank = g_rank.load();
+  const std::string shown = detail::with_nul_shown(message);
   // One fprintf call per line so that lines from threads do not interleave.
-  if (rank >= 0) std::fprintf(stderr, "[kolo %d] %s: %s\n", rank, name(level), message.c_str());
-  else std::fprintf(stderr, "[kolo] %s: %s\n", name(level), message.c_str());
+  if (rank >= 0) std::fprintf(stderr, "[kolo %d] %s: %s\n", rank, name(level), shown.c_str());
+  else std::fprintf(stderr, "[kolo] %s: %s\n", name(level), shown.c_str());
 }
 
 }  // namespace kolo::log
