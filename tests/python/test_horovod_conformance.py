@@ -392,3 +392,27 @@ def test_distributed_optimizer_attributes_and_ops():
     model(torch.ones(1, 2)).sum().backward()
     opt.step()
     tensors_equal_everywhere(list(model.parameters()), name='conf.opt.attrs.check')
+
+
+@pytest.mark.parametrize('dtype', [torch.float16, torch.bfloat16])
+def test_sync_batch_norm_of_half_types_counts_in_float32(dtype):
+    # 40000 rows of 1 + rank: every rank's sum but rank 0's overflows float16.
+    n = hvd.size()
+    layer = hvd.SyncBatchNorm(2, affine=False).to(dtype)
+    x = torch.full((40000, 2), 1.0 + hvd.rank()).to(dtype)
+    out = layer(x)
+    assert out.dtype == dtype and torch.isfinite(out.float()).all()
+    mean = sum(1.0 + r for r in range(n)) / n
+    var = sum((1.0 + r - mean) ** 2 for r in range(n)) / n
+    expected = (1.0 + hvd.rank() - mean) / math.sqrt(var + layer.eps)
+    assert torch.allclose(out.float(), torch.full((40000, 2), expected), atol=2e-2)
+
+
+def test_sync_batch_norm_without_running_stats_syncs_in_eval():
+    layer = hvd.SyncBatchNorm(1, affine=False, track_running_stats=False).double().eval()
+    out = layer(torch.full((4, 1), float(hvd.rank()), dtype=torch.float64))
+    n = hvd.size()
+    mean = (n - 1) / 2
+    var = sum((r - mean) ** 2 for r in range(n)) / n
+    expected = (hvd.rank() - mean) / math.sqrt(var + layer.eps)
+    assert torch.allclose(out, torch.full((4, 1), expected, dtype=torch.float64))

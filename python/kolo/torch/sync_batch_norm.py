@@ -37,10 +37,16 @@ class SyncBatchNorm(_BatchNorm):
 
     def forward(self, input):
         self._check_input_dim(input)
-        if not self.training or _kolo.size() == 1:
+        # Batch statistics in training, and in eval without running statistics
+        # (torch's BatchNorm rule); those are the global batch's, as in Horovod.
+        if not (self.training or not self.track_running_stats) or _kolo.size() == 1:
             return super().forward(input)  # this rank's batch is the whole batch
-        if self.track_running_stats:
+        if self.training and self.track_running_stats:
             self.num_batches_tracked.add_(1)
+        # Half types count and sum in float32: a float16 sum overflows past 65504.
+        out_dtype = input.dtype
+        if input.dtype in (torch.float16, torch.bfloat16):
+            input = input.float()
         dims = [0] + list(range(2, input.dim()))
         shape = [1, input.size(1)] + [1] * (input.dim() - 2)
         count = torch.tensor([input.numel() // input.size(1)], dtype=input.dtype)
@@ -53,11 +59,11 @@ class SyncBatchNorm(_BatchNorm):
         out = centered * torch.rsqrt(var + self.eps).view(shape)
         if self.affine:
             out = out * self.weight.view(shape) + self.bias.view(shape)
-        if self.track_running_stats:
+        if self.training and self.track_running_stats:
             with torch.no_grad():
                 m = self._momentum()
                 n = float(total.item())
                 self.running_mean.mul_(1 - m).add_(mean.detach(), alpha=m)
                 unbiased = var.detach() * (n / (n - 1)) if n > 1 else var.detach()
                 self.running_var.mul_(1 - m).add_(unbiased, alpha=m)
-        return out
+        return out.to(out_dtype)
