@@ -633,6 +633,28 @@ INSTANTIATE_TEST_SUITE_P(
                       BadInput{{"-np", "2", "--num-servers", "1", "--mpi", "true"}, 2,
                                "cannot be used with --mpi"}));
 
+// A hostfile was read whole, however large: `--hostfile /dev/zero` grew kolorun
+// until it was killed. At most 1 MiB is read, and a line holds at most 4096 bytes.
+TEST_F(KolorunTest, HostfileReadsAreBounded) {
+  // Under a memory limit, so that a regression fails at once instead of filling
+  // the machine (not under the sanitizers, which reserve terabytes of addresses).
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  const std::string limit;
+#else
+  const std::string limit = "ulimit -v 2000000; ";
+#endif
+  auto endless = kolo::testing::run_command(
+      {"sh", "-c", limit + "exec " + KOLORUN_PATH + " -np 2 --hostfile /dev/zero true"}, 10s);
+  expect_one_error_line(endless, "hostfile '/dev/zero' is larger than 1 MiB");
+  EXPECT_EQ(endless.exit_code, 2);
+  std::ofstream(path("large")) << std::string(2 << 20, 'a') << " slots=2\n";
+  expect_one_error_line(run_kolorun({"-np", "2", "--hostfile", path("large"), "true"}),
+                        "hostfile '" + path("large") + "' is larger than 1 MiB");
+  std::ofstream(path("long")) << "localhost slots=2\n" << std::string(5000, 'a') << " slots=2\n";
+  expect_one_error_line(run_kolorun({"-np", "2", "--hostfile", path("long"), "true"}),
+                        "hostfile '" + path("long") + "' line 2 is longer than 4096 bytes");
+}
+
 // A NUL byte in a hostfile ended kolorun's message at the byte: it is shown.
 TEST_F(KolorunTest, ANulByteInAHostfileIsShownInTheMessage) {
   std::ofstream(path("hosts")) << std::string("good\0bad slots=2\n", 18);

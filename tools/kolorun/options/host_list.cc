@@ -15,6 +15,11 @@
 namespace kolorun {
 namespace {
 
+// What a hostfile may hold: far more than any cluster's host list, and a bound on
+// what is read of a file that is no hostfile (/dev/zero, a log given by mistake).
+constexpr std::size_t kMaxHostfileBytes = 1 << 20;
+constexpr std::size_t kMaxHostfileLineBytes = 4096;
+
 // A host name ends up as an argument of ssh (or of the launcher command): one
 // that starts with '-' would be read as an option, and spaces or quotes would
 // change the words of a remote shell command. Only characters of host names,
@@ -116,18 +121,28 @@ std::vector<HostSlots> parse_host_list(const std::string& text, const std::strin
 }
 
 std::vector<HostSlots> read_hostfile(const std::string& path) {
-  std::ifstream file(path);
+  std::ifstream file(path, std::ios::binary);
   if (!file) throw UsageError(system_error_text("cannot read hostfile '" + path + "'", errno));
+  // One byte past the limit tells a file that is too large (/dev/zero never ends).
+  std::string text(kMaxHostfileBytes + 1, '\0');
+  file.read(text.data(), static_cast<std::streamsize>(text.size()));
+  if (file.bad()) throw UsageError(system_error_text("cannot read hostfile '" + path + "'", errno));
+  text.resize(static_cast<std::size_t>(file.gcount()));
+  if (text.size() > kMaxHostfileBytes)
+    throw UsageError("hostfile '" + path + "' is larger than " + std::to_string(kMaxHostfileBytes >> 20) +
+                     " MiB: a hostfile names hosts, one a line");
   std::vector<HostSlots> hosts;
+  std::istringstream lines(text);
   int line_number = 0;
-  for (std::string line; std::getline(file, line);) {
+  for (std::string line; std::getline(lines, line);) {
     ++line_number;
+    const std::string where = "hostfile '" + path + "' line " + std::to_string(line_number);
+    if (line.size() > kMaxHostfileLineBytes)
+      throw UsageError(where + " is longer than " + std::to_string(kMaxHostfileLineBytes) + " bytes");
     if (auto hash = line.find('#'); hash != std::string::npos) line.erase(hash);
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const std::string where = "hostfile '" + path + "' line " + std::to_string(line_number);
     add_merged(hosts, parse_hostfile_line(line, where), where);
   }
-  if (file.bad()) throw UsageError(system_error_text("cannot read hostfile '" + path + "'", errno));
   if (hosts.empty()) throw UsageError("hostfile '" + path + "' names no host");
   return hosts;
 }

@@ -20,7 +20,8 @@ std::vector<HostSlots> parse_host_list(const std::string& text, const std::strin
 
 // Reads a hostfile: one host a line, "host" or "host slots=N"; '#' starts a
 // comment; blank lines are skipped. Merges like parse_host_list. Throws
-// UsageError naming the file and line.
+// UsageError naming the file and line, and for a file past 1 MiB or a line past
+// 4096 bytes.
 std::vector<HostSlots> read_hostfile(const std::string& path);
 
 // "a:2,b:1", the -H form of a host list.
