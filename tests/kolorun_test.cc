@@ -350,6 +350,30 @@ TEST_F(KolorunTest, SecondSignalKillsAtOnce) {
   EXPECT_TRUE(wait_until_gone(std::stoi(*pid), 2s));
 }
 
+// Started in the background by a script (`kolorun ... &` in a shell without job
+// control), kolorun inherits SIGINT and SIGQUIT ignored, and its ranks did too:
+// the Ctrl-C it forwarded did nothing, and they were killed after the grace,
+// without their cleanup. Every rank starts with every signal at its default.
+TEST_F(KolorunTest, RanksOfAKolorunThatIgnoresSigintDieOfTheSigintItForwards) {
+  const std::string command = "trap '' INT QUIT; exec " + std::string(KOLORUN_PATH) +
+                              " --verbose --kill-grace 30 -np 2 sh -c 'echo $$ > " + path("rank.") +
+                              "$KOLO_RANK; exec sleep 60'";
+  kolo::testing::Subprocess process({"sh", "-c", command});
+  ASSERT_TRUE(wait_for_line(path("rank.0"), 5s).has_value());
+  ASSERT_TRUE(wait_for_line(path("rank.1"), 5s).has_value());
+  const auto start = Clock::now();
+  kill(process.pid(), SIGINT);
+  auto result = process.wait(40s);
+  EXPECT_EQ(result.exit_code, 128 + SIGINT) << result.err;
+  EXPECT_LT(Clock::now() - start, time_bound(5s)) << result.err;
+  EXPECT_EQ(result.err.find("did not stop"), std::string::npos) << result.err;
+  for (const char* rank : {"0", "1"}) {
+    EXPECT_TRUE(std::regex_search(result.err, std::regex(std::string("rank ") + rank +
+                                                         " \\(pid [0-9]+\\) was killed by signal 2 ")))
+        << result.err;
+  }
+}
+
 TEST_F(KolorunTest, RanksDieWhenKolorunIsKilled) {
   // SIGKILL leaves kolorun no chance to clean up: the ranks' death signal does it.
   KolorunProcess process(KOLORUN_PATH, {"-np", "2", "sh", "-c", "echo $$ > " + path("rank.") + "$KOLO_RANK; exec sleep 60"});

@@ -49,7 +49,13 @@ std::vector<int> SignalChannel::drain() {
 }
 
 void SignalChannel::reset_for_child() {
-  ::signal(SIGPIPE, SIG_DFL);
+  // Every disposition, not only those kolorun changed: one started in the
+  // background by a script inherits SIGINT and SIGQUIT ignored, and its ranks
+  // would ignore the Ctrl-C it forwards. (SIGKILL and SIGSTOP, and glibc's own
+  // signals, refuse the call harmlessly.)
+  struct sigaction default_action {};
+  default_action.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; ++sig) ::sigaction(sig, &default_action, nullptr);
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);

@@ -22,8 +22,8 @@ class SignalChannel {
   std::vector<int> drain();
 
   // For a forked child before exec: async-signal-safe. Unblocks every signal and
-  // restores the default action of those kolorun changed, so the rank starts the
-  // way a shell would start it.
+  // restores the default action of every one (also those kolorun inherited
+  // ignored), so the rank starts the way an interactive shell would start it.
   static void reset_for_child();
 
  private:
