@@ -374,6 +374,45 @@ TEST_F(KolorunTest, RanksOfAKolorunThatIgnoresSigintDieOfTheSigintItForwards) {
   }
 }
 
+// The flight directory kolorun chose for the job (/tmp/kolo-flight-<job>) stayed
+// unless the job succeeded: after SIGTERM, SIGHUP, a double SIGINT or a failed
+// rank. Each end removes it. The ranks ignore SIGINT, so that only the second
+// SIGINT (which kills them) ends the job.
+void expect_flight_directory_gone_after(const fs::path& dir, const std::vector<int>& signals, int status,
+                                        const std::string& rank_1_does = "") {
+  const std::string body = "mkdir -p /tmp/kolo-flight-$KOLO_JOB_ID; echo $KOLO_JOB_ID > " + (dir / "job.").string() +
+                           "$KOLO_RANK; " + rank_1_does + "trap '' INT; while :; do sleep 0.05; done";
+  KolorunProcess process(KOLORUN_PATH, {"--kill-grace", "30", "-np", "2", "sh", "-c", body});
+  ASSERT_TRUE(wait_for_line(dir / "job.0", 5s).has_value());
+  ASSERT_TRUE(wait_for_line(dir / "job.1", 5s).has_value());
+  const fs::path flight = "/tmp/kolo-flight-" + *wait_for_line(dir / "job.0", 1s);
+  for (int sig : signals) {
+    kill(process.pid(), sig);
+    std::this_thread::sleep_for(200ms);
+  }
+  auto result = process.wait(20s);
+  EXPECT_EQ(result.exit_code, status) << result.err;
+  EXPECT_FALSE(fs::exists(flight)) << flight << " stayed after kolorun exited";
+  std::error_code ec;
+  fs::remove_all(flight, ec);
+}
+
+TEST_F(KolorunTest, FlightDirectoryGoesAfterSigterm) {
+  expect_flight_directory_gone_after(dir_, {SIGTERM}, 128 + SIGTERM);
+}
+
+TEST_F(KolorunTest, FlightDirectoryGoesAfterSighup) {
+  expect_flight_directory_gone_after(dir_, {SIGHUP}, 128 + SIGHUP);
+}
+
+TEST_F(KolorunTest, FlightDirectoryGoesAfterADoubleSigint) {
+  expect_flight_directory_gone_after(dir_, {SIGINT, SIGINT}, 128 + SIGINT);
+}
+
+TEST_F(KolorunTest, FlightDirectoryGoesAfterAFailedRank) {
+  expect_flight_directory_gone_after(dir_, {}, 3, "if [ $KOLO_RANK = 1 ]; then exit 3; fi; ");
+}
+
 TEST_F(KolorunTest, RanksDieWhenKolorunIsKilled) {
   // SIGKILL leaves kolorun no chance to clean up: the ranks' death signal does it.
   KolorunProcess process(KOLORUN_PATH, {"-np", "2", "sh", "-c", "echo $$ > " + path("rank.") + "$KOLO_RANK; exec sleep 60"});

@@ -148,6 +148,23 @@ int run_mpi(const LaunchOptions& options, const HostPlan& plan, const JobIdentit
   return supervisor.run({spec});
 }
 
+// The flight directory kolorun chose for the job goes when kolorun ends, however
+// the job ended (a signal to kolorun, a failure, success): kolorun has reported
+// the records in it. One the user chose (KOLO_FLIGHT_RECORDER_DIR) stays.
+class OwnFlightDirectory {
+ public:
+  explicit OwnFlightDirectory(std::string path) : path_(std::move(path)) {}
+  ~OwnFlightDirectory() {
+    std::error_code ec;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+  }
+  OwnFlightDirectory(const OwnFlightDirectory&) = delete;
+  OwnFlightDirectory& operator=(const OwnFlightDirectory&) = delete;
+
+ private:
+  std::string path_;
+};
+
 }  // namespace
 
 int run_launcher(const std::vector<std::string>& args) {
@@ -187,6 +204,8 @@ int run_launcher(const std::vector<std::string>& args) {
   // Flight records go where the user said, or to a directory of this job's.
   const char* user_flight_dir = std::getenv("KOLO_FLIGHT_RECORDER_DIR");
   job.flight_dir = user_flight_dir && *user_flight_dir ? user_flight_dir : "/tmp/kolo-flight-" + job.job_id;
+  // Declared before the watchdog and the supervisor: it goes after they are done.
+  OwnFlightDirectory own_flight_dir(user_flight_dir && *user_flight_dir ? "" : job.flight_dir);
   // Before the store's thread: the watchdog is forked from a process of one thread.
   WatchdogDuty duty;
   duty.processes.entries = {"KOLO_JOB_ID=" + job.job_id};
@@ -217,11 +236,6 @@ int run_launcher(const std::vector<std::string>& args) {
   add_server_specs(specs, servers, plan, multi_host, job);
   int status = supervisor.run(specs);
   watchdog.sweep();
-  // A successful job's records (if SIGUSR1 asked for any) are of no further use.
-  if (status == 0 && !user_flight_dir) {
-    std::error_code ec;
-    std::filesystem::remove_all(job.flight_dir, ec);
-  }
   return status;
 }
 
