@@ -374,6 +374,7 @@ void Engine::complete(EntryMap::iterator it, std::exception_ptr error) {
   {
     // Free the name before waking the waiter, so it may reuse it at once.
     std::lock_guard lock(mutex_);
+    leave_site(node.key());
     auto name = in_flight_.extract(node.key());
     if (!name.empty() && spare_names_.size() < kMaxSpareNodes) spare_names_.push_back(std::move(name));
   }

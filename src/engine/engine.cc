@@ -10,6 +10,7 @@
 
 #include "common/coarse_clock.h"
 #include "common/wake_slice.h"
+#include "engine/call_site.h"
 #include "engine/settings_agreement.h"
 #include "kolo/error.h"
 
@@ -109,6 +110,7 @@ void Engine::submit(std::span<Entry> entries, bool wake) {
   const auto now = timeline_ ? std::chrono::steady_clock::now() : coarse_now();
   for (auto& e : entries) {
     e.submitted_at = now;
+    if (enter_site(e.request.name)) e.request.racing_site = true;
     if (spare_names_.empty()) {
       in_flight_.insert(e.request.name);
     } else {
@@ -120,6 +122,25 @@ void Engine::submit(std::span<Entry> entries, bool wake) {
     queue_.push_back(std::move(e));
   }
   if (wake) wake_.notify_one();
+}
+
+bool Engine::enter_site(const std::string& name) {
+  const std::string_view site = call_site_of(name);
+  if (site.empty()) return false;
+  auto it = sites_in_flight_.find(site);
+  if (it == sites_in_flight_.end()) it = sites_in_flight_.emplace(std::string(site), SiteUse{}).first;
+  SiteUse& use = it->second;
+  const bool racing = use.in_flight > 0 && use.thread != this_thread_serial();
+  if (use.in_flight == 0) use.thread = this_thread_serial();
+  ++use.in_flight;
+  return racing;
+}
+
+void Engine::leave_site(const std::string& name) {
+  const std::string_view site = call_site_of(name);
+  if (site.empty()) return;
+  if (auto it = sites_in_flight_.find(site); it != sites_in_flight_.end() && --it->second.in_flight <= 0)
+    sites_in_flight_.erase(it);
 }
 
 void Engine::shutdown() {
@@ -325,6 +346,7 @@ void Engine::fail_everything(std::exception_ptr error) {
     stopped_ = error;
     queued.swap(queue_);
     in_flight_.clear();
+    sites_in_flight_.clear();
   }
   for (auto& e : queued) e.state->complete_part(error);
   for (auto& [name, e] : entries_) e.state->complete_part(error);

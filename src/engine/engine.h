@@ -11,6 +11,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <exception>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -182,6 +183,17 @@ class Engine {
   std::condition_variable wake_;
   std::vector<Entry> queue_;
   std::set<std::string> in_flight_;
+  // Unnamed call sites (engine/call_site.h) with operations in flight: which
+  // thread submits there, and how many.
+  struct SiteUse {
+    std::uint64_t thread = 0;  // this_thread_serial()
+    int in_flight = 0;
+  };
+  std::map<std::string, SiteUse, std::less<>> sites_in_flight_;
+  // Counts `name`'s call site in (submit) or out (complete); true when another
+  // thread has operations of that site in flight. Requires mutex_.
+  bool enter_site(const std::string& name);
+  void leave_site(const std::string& name);
   bool shutdown_requested_ = false;
   const std::string* express_name_ = nullptr;  // the express operation running now, if any
   std::uint64_t drive_exits_ = 0;  // a driving user thread left work behind (wakes the background thread)

@@ -33,6 +33,7 @@ void put(wire::Writer& w, const Request& r) {
   w.put_vector(r.splits);
   w.put_string(r.group);
   w.put(r.group_size);
+  w.put(static_cast<std::uint8_t>(r.racing_site));
 }
 
 Request get_request(wire::Reader& in) {
@@ -48,6 +49,7 @@ Request get_request(wire::Reader& in) {
   r.splits = in.get_vector<std::int64_t>(kMaxSplits);
   r.group = in.get_string(kMaxName);
   r.group_size = in.get<std::int32_t>();
+  r.racing_site = in.get<std::uint8_t>() != 0;
   return r;
 }
 

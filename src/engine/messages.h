@@ -44,6 +44,9 @@ struct Request {
   std::vector<std::int64_t> splits;  // alltoall; empty = even split
   std::string group;                 // grouped allreduce; empty = none
   std::int32_t group_size = 0;
+  // Submitted while another thread of this rank had an operation of the same
+  // unnamed call site in flight (engine/call_site.h): refused on every rank.
+  bool racing_site = false;
 
   bool operator==(const Request&) const = default;
 };

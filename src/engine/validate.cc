@@ -95,6 +95,13 @@ std::optional<Failure> validate(const std::string& name, const std::vector<std::
   auto show_shape = [](const Request& r) { return to_string(r.shape); };
   auto show_double = [](double v) { std::ostringstream s; s << v; return s.str(); };
 
+  for (int r = 0; r < size; ++r) {
+    if (by_rank[r] && by_rank[r]->racing_site)
+      return invalid("'" + name + "' comes from a call site where rank " + std::to_string(r) +
+                     " had operations from two threads in flight at once. Unnamed operations are numbered per "
+                     "call site, in the order threads arrive, so the ranks would pair different tensors: give "
+                     "each thread's operations names of their own (name=...).");
+  }
   if (auto f = compare(name, by_rank, first_rank, "operations", [](const Request& r) { return r.op; }, show_op)) return f;
   if (any_joined && first.op != OpType::Allreduce)
     return invalid(std::string(to_string(first.op)) + " of '" + name +

@@ -107,3 +107,25 @@ def test_exception_hierarchy_is_horovods():
     assert issubclass(hvd.InvalidArgumentError, ValueError)
     assert issubclass(hvd.InvalidArgumentError, hvd.HorovodInternalError)
     assert issubclass(hvd.ShutdownError, ValueError)
+
+
+def test_two_threads_at_one_unnamed_call_site_are_refused_on_every_rank():
+    import threading
+    import time
+
+    def submit(value):  # one call site for both threads
+        return hvd.allreduce_async(value, op=hvd.Sum)
+
+    if hvd.rank() == 1:  # rank 0's first operation is still in flight when its second thread submits
+        time.sleep(0.3)
+    handles = []
+    for value in (torch.ones(1), torch.full((1,), 10.0)):
+        thread = threading.Thread(target=lambda v=value: handles.append(submit(v)))
+        thread.start()
+        thread.join()
+    assert hvd.synchronize(handles[0]).item() == hvd.size()
+    with pytest.raises(hvd.InvalidArgumentError, match='two threads in flight at once') as refused:
+        hvd.synchronize(handles[1])
+    assert 'names of their own' in str(refused.value)
+    same_message_everywhere(str(refused.value))
+    works_after()
