@@ -115,6 +115,8 @@ TEST(Settings, EverySizeAndCountHasAnUpperBound) {
     }
     // A rank's scratch holds 2 x (ranks - 1) rounds: 1 TiB was bad_alloc.
     expect_setting_fails("KOLO_TCP_ROUND_BYTES", "1024G", {"allowed are 1024 to 67108864 (64M)"});
+    for (const std::string value : {"1e400", "20000", "abc"})
+      expect_setting_fails("KOLO_CYCLE_TIME", value, {"KOLO_CYCLE_TIME: '" + value + "'", "allowed are more than 0"});
   }, {.use_store = false});
 }
 

@@ -13,10 +13,14 @@ EngineConfig EngineConfig::from_env() {
   c.fusion_threshold = static_cast<std::size_t>(env::get_int_in(
       "KOLO_FUSION_THRESHOLD", static_cast<std::int64_t>(c.fusion_threshold), 0, env::kMaxSettingBytes));
   if (auto cycle = env::get("KOLO_CYCLE_TIME")) {
-    double ms = env::parse_double(*cycle, "KOLO_CYCLE_TIME");
-    if (ms <= 0 || ms > 10000)
-      throw InvalidArgumentError("KOLO_CYCLE_TIME: '" + *cycle + "' is out of range: allowed are more than 0 to 10000 "
-                                 "milliseconds (an idle rank always cycles)");
+    const std::string allowed = "allowed are more than 0 to 10000 milliseconds (an idle rank always cycles)";
+    double ms = 0;
+    try {
+      ms = env::parse_double(*cycle, "KOLO_CYCLE_TIME");
+    } catch (const InvalidArgumentError& e) {
+      throw InvalidArgumentError(std::string(e.what()) + ": " + allowed);
+    }
+    if (ms <= 0 || ms > 10000) throw InvalidArgumentError("KOLO_CYCLE_TIME: '" + *cycle + "' is out of range: " + allowed);
     c.cycle_time = std::chrono::microseconds(static_cast<std::int64_t>(ms * 1000.0));
   }
   c.wake_slice = wake_slice_from_env();
