@@ -163,8 +163,10 @@ KOLO_STEP_INLINE void Engine::offer(std::uint32_t bit, const void* input, std::s
   const bool root_only = response.op == OpType::Broadcast && response.root != rank_;
   agreement_.offer(bit, input, root_only ? 0 : bytes);
   // The copy is scaled, never the caller's input.
-  if ((response.op == OpType::Allreduce || response.op == OpType::Reducescatter) && response.prescale != 1.0)
-    Reduction(response, size_).prescale(agreement_.offered_payload(), bytes / element_size(response.dtype));
+  if (response.op == OpType::Allreduce || response.op == OpType::Reducescatter) {
+    const Reduction reduction(response, size_);
+    if (reduction.prescales()) reduction.prescale(agreement_.offered_payload(), bytes / element_size(response.dtype));
+  }
 }
 
 KOLO_STEP_INLINE bool Engine::step_finishes(const CallerOp& op) const {

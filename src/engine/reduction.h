@@ -2,7 +2,8 @@
 // every route (a fused batch, one tensor in place, inputs carried in the
 // agreement step, a reducescatter): prescale each rank's input before it is
 // reduced, send Average as a Sum, then one pass over the result that divides by
-// the job size and applies postscale. Routes differ only in where the data is
+// the job size and applies postscale (a half-type Average divides in the
+// prescale instead). Routes differ only in where the data is
 // reduced, so that they give the same bits. A communicator that reduces in
 // blocks finishes each block as it reduces it (result_scale(),
 // Communicator::allreduce_scaled); the other routes call finish().
@@ -20,7 +21,7 @@ class Reduction {
   Reduction(const Response& response, int job_size)
       : dtype_(response.dtype),
         op_(response.reduce_op),
-        prescale_(response.prescale),
+        prescale_(prescale_of(response, job_size)),
         result_scale_(result_scale_of(response, job_size)) {}
 
   // The operation the communicator (or the local reduction) applies.
@@ -39,6 +40,10 @@ class Reduction {
   void finish(void* data, std::size_t count) const { result_scale_.apply(data, count, dtype_); }
 
  private:
+  // A half-type Average divides before it sums, as NCCL's average does: a sum
+  // of float16 values overflows past 65504 where their mean would fit.
+  static bool divides_first(const Response& response);
+  static double prescale_of(const Response& response, int job_size);
   static comm::ResultScale result_scale_of(const Response& response, int job_size);
   void scale_by(void* data, std::size_t count, double factor) const;
 

@@ -264,3 +264,11 @@ def test_compression_fp16_and_bf16():
         out = hvd.allreduce(inputs[hvd.rank()], op=hvd.Sum, compression=compression, name=f'compressed.{compression}')
         assert out.dtype == torch.float32
         assert torch.allclose(out.double(), reference(hvd.Sum, inputs), atol=1e-2)
+
+
+def test_float16_average_holds_where_the_sum_would_overflow():
+    # kolo divides before it sums (as NCCL's average does); Horovod's sum overflows to inf.
+    big = torch.full((5,), 60000.0, dtype=torch.float16)
+    assert torch.equal(hvd.allreduce(big, name='half.average.big'), big)
+    grads = [torch.full((3,), 60000.0, dtype=torch.float16), torch.full((7,), -60000.0, dtype=torch.float16)]
+    assert all(torch.equal(out, g) for out, g in zip(hvd.grouped_allreduce(grads, name='half.average.group'), grads))
