@@ -67,6 +67,14 @@ bool Throttle::allow(std::uint64_t& held_back) {
   return true;
 }
 
+void Throttle::warn(const std::string& message) {
+  std::uint64_t held_back = 0;
+  if (!allow(held_back)) return;
+  KOLO_LOG(Warning, message << (held_back ? " (and " + std::to_string(held_back) +
+                                                 " more since the last such warning, not shown)"
+                                          : std::string()));
+}
+
 void write(Level level, const std::string& message) {
   int rank = g_rank.load();
   const std::string shown = detail::with_nul_shown(message);

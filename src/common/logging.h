@@ -29,6 +29,8 @@ class Throttle {
   // Whether to write the message now; `held_back` gets how many were not written
   // since the last one that was.
   bool allow(std::uint64_t& held_back);
+  // Writes `message` as a warning when allowed, with how many were held back.
+  void warn(const std::string& message);
 
  private:
   std::chrono::milliseconds interval_;

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "net/accept.h"
+
 namespace kolo::store {
 
 using Bytes = std::vector<std::uint8_t>;
@@ -59,7 +61,7 @@ struct StoreServerOptions {
   // the oldest unauthenticated one, so that idle connections from anyone on the
   // host (who has no secret) cannot keep the job's ranks out: a rank's fresh
   // connection displaces them, and a rank displaced retries (StoreClient::connect).
-  std::size_t max_unauthenticated = 128;
+  std::size_t max_unauthenticated = net::kMaxUnauthenticated;
 };
 
 // Runs on its own thread until destroyed. One malformed or unauthenticated client

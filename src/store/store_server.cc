@@ -93,22 +93,20 @@ Connection* StoreServer::Impl::find(std::uint64_t id) {
 
 void StoreServer::Impl::accept_new() {
   for (;;) {
-    int fd = accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-        KOLO_LOG(Warning, "store: cannot accept connections (" << std::strerror(errno) << "); pausing briefly");
-        set_listener_enabled(false);
-        accept_paused_until_ = Clock::now() + kAcceptPauseOnFdExhaustion;
-      }
-      return;  // EAGAIN: all pending connections taken
+    net::Fd accepted;
+    const net::AcceptResult result = net::accept_connection(listener_.get(), accepted);
+    if (result == net::AcceptResult::OutOfDescriptors) {
+      accept_pause_.start();
+      set_listener_enabled(false);
     }
+    if (result != net::AcceptResult::Accepted) return;
+    const int fd = accepted.get();
     auto c = std::make_unique<Connection>();
-    c->fd = net::Fd(fd);
+    c->fd = std::move(accepted);
     c->peer = net::peer_address(fd);
     if (connections_.size() >= options_.max_connections) {
-      warn_rejection("store: refused connection from " + c->peer + ": already serving " +
-                     std::to_string(connections_.size()) + " connections");
+      rejection_warnings_.warn("store: refused connection from " + c->peer + ": already serving " +
+                               std::to_string(connections_.size()) + " connections");
       rejected_.fetch_add(1);
       ::shutdown(fd, SHUT_RDWR);
       continue;
@@ -241,14 +239,6 @@ void StoreServer::Impl::displace_unauthenticated() {
   }
 }
 
-void StoreServer::Impl::warn_rejection(const std::string& message) {
-  std::uint64_t held_back = 0;
-  if (!rejection_warnings_.allow(held_back)) return;
-  KOLO_LOG(Warning, message << (held_back ? " (and " + std::to_string(held_back) +
-                                                 " more since the last such warning, not shown)"
-                                          : std::string()));
-}
-
 void StoreServer::Impl::drop(Connection& c, const std::string& why, bool rejection,
                              std::optional<std::uint8_t> farewell) {
   if (c.dead) return;
@@ -258,7 +248,7 @@ void StoreServer::Impl::drop(Connection& c, const std::string& why, bool rejecti
   // the count.
   if (rejection) {
     rejected_.fetch_add(1);
-    warn_rejection("store: closed connection from " + c.peer + ": " + why);
+    rejection_warnings_.warn("store: closed connection from " + c.peer + ": " + why);
   } else {
     KOLO_LOG(Debug, "store: connection from " << c.peer << " ended: " << why);
   }
@@ -273,10 +263,7 @@ void StoreServer::Impl::drop(Connection& c, const std::string& why, bool rejecti
 
 void StoreServer::Impl::expire_deadlines() {
   const Deadline now = Clock::now();
-  if (accept_paused_until_ && now >= *accept_paused_until_) {
-    accept_paused_until_.reset();
-    set_listener_enabled(true);
-  }
+  if (accept_pause_.end_if_over(now)) set_listener_enabled(true);
   for (auto& [id, c] : connections_) {
     if (c->dead) continue;
     if (!c->authenticated && now >= c->handshake_deadline) {
@@ -291,7 +278,7 @@ void StoreServer::Impl::expire_deadlines() {
 
 int StoreServer::Impl::next_timeout_ms() const {
   if (!resumable_.empty()) return 0;
-  std::optional<Deadline> earliest = accept_paused_until_;
+  std::optional<Deadline> earliest = accept_pause_.until();
   auto consider = [&](Deadline d) {
     if (!earliest || d < *earliest) earliest = d;
   };

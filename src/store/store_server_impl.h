@@ -19,6 +19,7 @@
 
 #include "common/logging.h"
 #include "common/wire.h"
+#include "net/accept.h"
 #include "net/socket.h"
 #include "store/store.h"
 #include "store/store_protocol.h"
@@ -40,7 +41,6 @@ inline constexpr std::size_t kReadChunk = 256 * 1024;
 inline constexpr std::size_t kMaxBufferedInput = 4 + proto::kMaxFrame + kReadChunk;
 // Stop executing a client's requests while this much of its output is unsent.
 inline constexpr std::size_t kOutputHighWater = 1 << 20;
-inline constexpr auto kAcceptPauseOnFdExhaustion = std::chrono::milliseconds(100);
 
 // A GET or WAIT waiting on the table for its keys or its deadline.
 struct ParkedRequest {
@@ -99,7 +99,6 @@ struct StoreServer::Impl {
   void drop(Connection& c, const std::string& why, bool rejection, std::optional<std::uint8_t> farewell = {});
   // Makes room for one more unauthenticated connection (closing the oldest).
   void displace_unauthenticated();
-  void warn_rejection(const std::string& message);
   void expire_deadlines();
   int next_timeout_ms() const;
   void set_listener_enabled(bool enabled);
@@ -120,7 +119,7 @@ struct StoreServer::Impl {
   std::unordered_map<std::uint64_t, std::unique_ptr<Connection>> connections_;
   std::vector<std::uint64_t> resumable_;  // parked requests just answered: run their queued input
   std::uint64_t next_id_ = server_detail::kFirstConnectionId;
-  std::optional<Deadline> accept_paused_until_;
+  net::AcceptPause accept_pause_{"store"};
   bool stopping_ = false;
   // Ids of connections in the order they were accepted, for displacing the oldest
   // unauthenticated one; entries of connections since authenticated or closed are
