@@ -1,6 +1,5 @@
 #include "comm/tcp/tcp_connect.h"
 
-#include <poll.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -8,12 +7,11 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <list>
 #include <string>
 #include <thread>
 
+#include "comm/tcp/tcp_accept.h"
 #include "common/env.h"
-#include "common/logging.h"
 #include "kolo/error.h"
 
 namespace kolo::comm::tcp {
@@ -37,16 +35,51 @@ std::string publish_form(const std::string& host, int port) {
   return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
 }
 
-int poll_ms(Deadline deadline) {
-  auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
-  return static_cast<int>(std::clamp<std::int64_t>(left, 0, 1000));
-}
+// The listening rank closed the connection or went silent before the handshake
+// was done: it closes connections beyond its limits, and slow ones
+// (tcp_accept.h), which a new attempt gets past once the strangers are gone.
+struct HandshakeCut {
+  std::string what;
+};
 
-// Connects to lower rank `peer` and proves this rank; throws on failure.
-net::Fd connect_to(const MeshSetup& s, store::StoreClient& store, int peer, Deadline deadline) {
+// One attempt at connecting to lower rank `peer` and proving this rank.
+net::Fd handshake_with(const MeshSetup& s, int peer, const std::string& host, int port, Deadline deadline) {
   const GlooGroup& g = *s.group;
   const int me = g.rank;
-  const std::string who = g.member_name(peer);
+  const std::string where = g.member_name(peer) + " at " + host + ":" + std::to_string(port);
+  net::Fd fd;
+  try {
+    fd = net::connect_tcp_retrying(host, port, deadline);
+  } catch (const net::SocketError& e) {
+    throw PeerFailureError(g.job_rank(peer), "tcp: connecting to " + where + " failed: " + e.what());
+  }
+  const Deadline handshake = std::min(deadline, net::deadline_after(s.handshake_timeout));
+  std::array<std::uint8_t, kChallengeBytes> challenge;
+  Nonce mine;
+  Mac welcome;
+  try {
+    net::read_exact(fd.get(), challenge.data(), challenge.size(), handshake);
+    const auto hello = hello_message(s.keys, challenge, me, peer, &mine);
+    net::write_all(fd.get(), hello.data(), hello.size(), handshake);
+    net::read_exact(fd.get(), welcome.data(), welcome.size(), handshake);
+  } catch (const net::SocketError& e) {
+    throw HandshakeCut{e.what()};
+  } catch (const InvalidArgumentError& e) {
+    throw PeerFailureError(g.job_rank(peer), "tcp: " + where + " refused or failed the handshake: " + e.what());
+  }
+  Nonce theirs;
+  std::memcpy(theirs.data(), challenge.data() + 8, theirs.size());
+  if (!check_welcome(s.keys, welcome, theirs, mine, me, peer))
+    throw PeerFailureError(g.job_rank(peer),
+                           "tcp: " + where + " refused or failed the handshake: it did not prove the job's secret");
+  return fd;
+}
+
+// Connects to lower rank `peer` and proves this rank, trying again, a little later
+// each time, while the handshake is cut: strangers flooding the peer's port must
+// not make this rank blame it.
+net::Fd connect_to(const MeshSetup& s, store::StoreClient& store, int peer, Deadline deadline) {
+  const std::string who = s.group->member_name(peer);
   store::Bytes value;
   try {
     value = store.get(address_key(s, peer), std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
@@ -55,138 +88,21 @@ net::Fd connect_to(const MeshSetup& s, store::StoreClient& store, int peer, Dead
                        std::to_string(s.connect_timeout.count()) + " ms (KOLO_START_TIMEOUT)");
   }
   const auto [host, port] = split_address(std::string(value.begin(), value.end()));
-  try {
-    net::Fd fd = net::connect_tcp_retrying(host, port, deadline);
-    const Deadline handshake = std::min(deadline, net::deadline_after(s.handshake_timeout));
-    std::array<std::uint8_t, kChallengeBytes> challenge;
-    net::read_exact(fd.get(), challenge.data(), challenge.size(), handshake);
-    Nonce mine;
-    const auto hello = hello_message(s.keys, challenge, me, peer, &mine);
-    net::write_all(fd.get(), hello.data(), hello.size(), handshake);
-    Mac welcome;
-    net::read_exact(fd.get(), welcome.data(), welcome.size(), handshake);
-    Nonce theirs;
-    std::memcpy(theirs.data(), challenge.data() + 8, theirs.size());
-    if (!check_welcome(s.keys, welcome, theirs, mine, me, peer))
-      throw InvalidArgumentError("it did not prove the job's secret");
-    return fd;
-  } catch (const net::SocketError& e) {
-    throw PeerFailureError(g.job_rank(peer), "tcp: connecting to " + who + " at " + host + ":" + std::to_string(port) +
-                                                 " failed: " + e.what());
-  } catch (const InvalidArgumentError& e) {
-    throw PeerFailureError(g.job_rank(peer), "tcp: " + who + " at " + host + ":" + std::to_string(port) +
-                                                 " refused or failed the handshake: " + e.what());
+  std::chrono::milliseconds pause{20};
+  for (int attempt = 1;; ++attempt) {
+    try {
+      return handshake_with(s, peer, host, port, deadline);
+    } catch (const HandshakeCut& cut) {
+      if (Clock::now() + pause >= deadline)
+        throw TimeoutError("tcp: the handshake with " + who + " at " + host + ":" + std::to_string(port) + " was cut " +
+                           std::to_string(attempt) + " time(s) within " + std::to_string(s.connect_timeout.count()) +
+                           " ms (KOLO_START_TIMEOUT), the last: " + cut.what +
+                           " (a rank closes connections beyond its limits: is something flooding its port?)");
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(500));
   }
 }
-
-// An accepted connection between its challenge and its Hello.
-struct Pending {
-  net::Fd fd;
-  std::string from;
-  Nonce challenge;
-  std::array<std::uint8_t, kHelloBytes> hello{};
-  std::size_t got = 0;
-  Deadline deadline;
-};
-
-class Acceptor {
- public:
-  Acceptor(const MeshSetup& s, net::Fd listener, std::vector<net::Fd>& fds)
-      : s_(s), listener_(std::move(listener)), fds_(fds) {}
-
-  // Until every higher linked member is connected; TimeoutError at `deadline`.
-  void run(Deadline deadline) {
-    const GlooGroup& g = *s_.group;
-    int expected = 0;
-    for (int r = g.rank + 1; r < g.size; ++r) expected += g.linked(g.rank, r) ? 1 : 0;
-    while (connected_ < expected) {
-      if (Clock::now() >= deadline) throw TimeoutError(missing_ranks());
-      std::vector<pollfd> fds{{listener_.get(), POLLIN, 0}};
-      for (auto& p : pending_) fds.push_back({p.fd.get(), POLLIN, 0});
-      Deadline next = deadline;
-      for (auto& p : pending_) next = std::min(next, p.deadline);
-      if (::poll(fds.data(), fds.size(), poll_ms(next)) < 0 && errno != EINTR)
-        throw Error(std::string("tcp: poll failed: ") + std::strerror(errno));
-      if (fds[0].revents != 0) accept_all();
-      for (auto p = pending_.begin(); p != pending_.end();) p = serve(p) ? pending_.erase(p) : std::next(p);
-    }
-  }
-
- private:
-  std::string missing_ranks() const {
-    const GlooGroup& g = *s_.group;
-    std::string missing;
-    for (int r = g.rank + 1; r < g.size; ++r)
-      if (g.linked(g.rank, r) && !fds_[r].valid()) missing += (missing.empty() ? "" : ", ") + g.member_name(r);
-    return "tcp: " + missing + " did not connect within " + std::to_string(s_.connect_timeout.count()) +
-           " ms (KOLO_START_TIMEOUT)";
-  }
-
-  void accept_all() {
-    for (;;) {
-      int fd = ::accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-      if (fd < 0) {
-        if (errno == EINTR || errno == ECONNABORTED) continue;
-        return;  // EAGAIN, or out of descriptors: retried on the next wake
-      }
-      Pending p;
-      p.fd = net::Fd(fd);
-      p.from = net::peer_address(fd);
-      p.challenge = random_nonce();
-      p.deadline = net::deadline_after(s_.handshake_timeout);
-      const auto challenge = challenge_message(p.challenge);
-      // A fresh socket's send buffer always takes 40 bytes.
-      if (::send(fd, challenge.data(), challenge.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(challenge.size())) {
-        refuse(p, "it closed before the challenge");
-        continue;
-      }
-      pending_.push_back(std::move(p));
-    }
-  }
-
-  // True when `p` is finished with (connected or refused).
-  bool serve(std::list<Pending>::iterator p) {
-    while (p->got < p->hello.size()) {
-      ssize_t n = ::recv(p->fd.get(), p->hello.data() + p->got, p->hello.size() - p->got, MSG_DONTWAIT);
-      if (n > 0) {
-        p->got += static_cast<std::size_t>(n);
-        continue;
-      }
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-        if (Clock::now() < p->deadline) return false;
-        return refuse(*p, "it did not complete the handshake within " + std::to_string(s_.handshake_timeout.count()) +
-                              " ms");
-      }
-      return refuse(*p, n == 0 ? "it closed during the handshake" : std::string("read failed: ") + std::strerror(errno));
-    }
-    const GlooGroup& g = *s_.group;
-    HelloVerdict v = check_hello(s_.keys, p->hello, p->challenge, g.rank);
-    if (!v.refusal.empty()) return refuse(*p, v.refusal);
-    if (v.initiator <= g.rank || v.initiator >= g.size || !g.linked(g.rank, v.initiator))
-      return refuse(*p, "it claims member " + std::to_string(v.initiator) + " of the group, which does not connect to this one");
-    if (fds_[v.initiator].valid()) return refuse(*p, g.member_name(v.initiator) + " is already connected");
-    const Mac welcome = welcome_message(s_.keys, p->challenge, v.initiator_nonce, v.initiator, g.rank);
-    if (::send(p->fd.get(), welcome.data(), welcome.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(welcome.size()))
-      return refuse(*p, "it closed before the welcome");
-    fds_[v.initiator] = std::move(p->fd);
-    ++connected_;
-    return true;
-  }
-
-  bool refuse(Pending& p, const std::string& why) {
-    KOLO_LOG(Warning, "tcp: " << s_.group->member_name(s_.group->rank) << " refused a connection from " << p.from
-                                   << ": " << why);
-    p.fd.reset();
-    return true;
-  }
-
-  const MeshSetup& s_;
-  net::Fd listener_;
-  std::vector<net::Fd>& fds_;
-  std::list<Pending> pending_;
-  int connected_ = 0;
-};
 
 InvalidArgumentError refused_congestion(const std::string& name, int err) {
   std::string allowed;
@@ -246,7 +162,7 @@ std::vector<net::Fd> connect_mesh(const MeshSetup& s, store::StoreClient& store,
   std::vector<net::Fd> fds(static_cast<std::size_t>(g.size));
   for (int peer = 0; peer < g.rank; ++peer)
     if (g.linked(g.rank, peer)) fds[peer] = connect_to(s, store, peer, deadline);
-  Acceptor(s, std::move(listener), fds).run(deadline);
+  accept_peers(s, std::move(listener), fds, deadline);
   for (int peer = 0; peer < g.size; ++peer) {
     if (!fds[peer].valid()) continue;
     net::set_nonblocking(fds[peer].get());

@@ -4,11 +4,10 @@
 // (tcp_handshake.h). Connections to lower ranks are made before accepting, so
 // rank r only ever waits on ranks below it that are already accepting: no cycle.
 //
-// While it accepts, a rank serves every incoming connection at once, each with
-// its own deadline: a stranger, a wrong secret, a replayed or garbled handshake,
-// or a second connection for a rank already connected is refused with a log line
-// and costs only its own socket. The listening socket closes once the mesh is
-// complete, so later strangers are refused by the kernel.
+// How a rank accepts, and keeps strangers from crowding its peers out, is in
+// tcp_accept.h; a connecting rank whose handshake is cut there tries again until
+// connect_timeout. The listening socket closes once the mesh is complete, so
+// later strangers are refused by the kernel.
 #pragma once
 
 #include <chrono>
@@ -41,8 +40,9 @@ std::string congestion_from_env();
 
 // One connected, authenticated, non-blocking socket per peer (index = group rank;
 // this rank's own entry stays invalid). Errors: InvalidArgumentError (unusable
-// address), TimeoutError (a rank did not show up within connect_timeout),
-// PeerFailureError (a rank refused this one's proof, or failed while connecting).
+// address), TimeoutError (a rank did not show up, or its handshake was cut until
+// connect_timeout), PeerFailureError (a rank could not be reached until then, or
+// failed to prove the job's secret).
 std::vector<net::Fd> connect_mesh(const MeshSetup& setup, store::StoreClient& store, const GlooNetwork& network);
 
 }  // namespace kolo::comm::tcp
