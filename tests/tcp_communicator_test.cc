@@ -22,6 +22,7 @@
 #include "comm/tcp/tcp_mesh.h"
 #include "harness/job_store.h"
 #include "harness/multiprocess.h"
+#include "harness/tcp_job.h"
 #include "kolo/error.h"
 #include "net/socket.h"
 #include "store/store.h"
@@ -34,23 +35,11 @@ using Clock = std::chrono::steady_clock;
 
 using testing::connect_job_store;
 
-constexpr const char* kPrefix = "tcp-test/";
+using testing::expect_sum_works;
+using testing::join_tcp;
+using testing::tcp_address_of;
 
-std::unique_ptr<GlooCommunicator> join(store::StoreClient& store, int rank, int size, CommunicatorOptions options = {}) {
-  GlooGroup group;
-  group.rank = rank;
-  group.size = size;
-  group.key_prefix = kPrefix;
-  return make_tcp_communicator(group, store, {}, options, std::getenv("KOLO_SECRET"));
-}
-
-// Where group rank `rank` listens, from the store.
-std::pair<std::string, int> address_of(store::StoreClient& store, int rank) {
-  auto value = store.get(std::string(kPrefix) + "tcp/addr/" + std::to_string(rank), 10s);
-  std::string text(value.begin(), value.end());
-  const auto colon = text.rfind(':');
-  return {text.substr(0, colon), std::stoi(text.substr(colon + 1))};
-}
+constexpr const char* kPrefix = testing::kTcpPrefix;
 
 std::array<std::uint8_t, tcp::kChallengeBytes> read_challenge(int fd) {
   std::array<std::uint8_t, tcp::kChallengeBytes> c;
@@ -80,22 +69,9 @@ void send_bytes(int fd, const void* data, std::size_t n) {
   }
 }
 
-void expect_sum_works(Communicator& comm) {
-  int value = comm.rank() + 1;
-  comm.allreduce(&value, &value, 1, DataType::Int32, ReduceOp::Sum);
-  EXPECT_EQ(value, comm.size() * (comm.size() + 1) / 2);
-}
-
 // Rank 1 attacks rank 0 while rank 0 forms the mesh, then joins for real.
 TEST(TcpHandshake, StrangersWrongSecretsReplaysAndGarbageAreRefusedWhileTheMeshForms) {
-  testing::run_ranks(2, [](int rank) {
-    auto store = connect_job_store();
-    if (rank == 0) {
-      auto comm = join(*store, 0, 2);
-      expect_sum_works(*comm);
-      return;
-    }
-    const auto [host, port] = address_of(*store, 0);
+  testing::attack_then_join([](const std::string& host, int port) {
     const tcp::HandshakeKeys right{std::getenv("KOLO_SECRET"), kPrefix};
     const tcp::HandshakeKeys wrong{"not the job's secret", kPrefix};
     const tcp::HandshakeKeys other_group{std::getenv("KOLO_SECRET"), "another-group/"};
@@ -144,19 +120,18 @@ TEST(TcpHandshake, StrangersWrongSecretsReplaysAndGarbageAreRefusedWhileTheMeshF
       send_bytes(fd.get(), hello.data(), hello.size());
       EXPECT_TRUE(closed_without_reply(fd.get())) << "out-of-range rank";
     }
-    const auto start = Clock::now();
-    auto comm = join(*store, 1, 2);
-    EXPECT_LT(Clock::now() - start, 3s) << "the silent stranger held up the mesh";
-    expect_sum_works(*comm);
+    std::vector<net::Fd> held;
+    held.push_back(std::move(silent));
+    return held;
   });
 }
 
 TEST(TcpHandshake, TheListeningSocketClosesOnceTheMeshIsComplete) {
   testing::run_ranks(2, [](int rank) {
     auto store = connect_job_store();
-    auto comm = join(*store, rank, 2);
+    auto comm = join_tcp(*store, rank, 2);
     expect_sum_works(*comm);
-    const auto [host, port] = address_of(*store, 0);
+    const auto [host, port] = tcp_address_of(*store, 0);
     if (rank == 1) EXPECT_THROW(net::connect_tcp(host, port, net::deadline_after(2s)), net::SocketError);
     expect_sum_works(*comm);
   });
@@ -187,7 +162,7 @@ TEST(TcpHandshake, ARankWhosePeerCannotProveTheSecretFails) {
       return;
     }
     try {
-      join(*store, 1, 2);
+      join_tcp(*store, 1, 2);
       ADD_FAILURE() << "joined an impostor";
     } catch (const PeerFailureError& e) {
       EXPECT_EQ(e.peer_rank(), 0);
@@ -204,7 +179,7 @@ void expect_broken_frame_named(const std::vector<std::uint8_t>& frame, const cha
     if (rank == 0) {
       CommunicatorOptions options;
       options.peer_timeout = 5s;
-      auto comm = join(*store, 0, 2, options);
+      auto comm = join_tcp(*store, 0, 2, options);
       float data[4] = {1, 2, 3, 4};
       try {
         comm->allreduce(data, data, 4, DataType::Float32, ReduceOp::Sum);
@@ -217,7 +192,7 @@ void expect_broken_frame_named(const std::vector<std::uint8_t>& frame, const cha
       store->set("done", {1});
       return;
     }
-    const auto [host, port] = address_of(*store, 0);
+    const auto [host, port] = tcp_address_of(*store, 0);
     net::Fd fd = net::connect_tcp(host, port, net::deadline_after(5s));
     const auto challenge = read_challenge(fd.get());
     tcp::Nonce nonce;
@@ -256,7 +231,7 @@ TEST(TcpFrames, AFrameOutOfSequenceNamesItsSender) {
 TEST(TcpSelfSized, BlocksMoveAtTheirOwnLengthAndBadLengthsAreRefused) {
   testing::run_ranks(3, [](int rank) {
     auto store = connect_job_store();
-    auto comm = join(*store, rank, 3);
+    auto comm = join_tcp(*store, rank, 3);
     EXPECT_GE(comm->unpadded_block_bytes(), std::size_t{1} << 20);
     const std::size_t max_block = 4096;
     for (int round = 0; round < 4; ++round) {
