@@ -1,6 +1,7 @@
 // The extension module kolo.torch._kolo: session control, what was built, the
 // exceptions, and the collectives (operations.cc).
 #include "binding.h"
+#include "api/fail.h"
 #include "kolo/error.h"
 #include "kolo/process_set.h"
 #include "kolo/runtime.h"
@@ -94,6 +95,14 @@ void shutdown() {
   release_finished();
 }
 
+// An uncaught exception is ending this rank's program (kolo/torch/__init__.py's
+// excepthook): the others learn it as this rank's failure, with `reason`, instead
+// of the orderly shutdown that the exit would then run.
+void fail(const std::string& reason) {
+  py::gil_scoped_release released;
+  kolo::runtime::fail(reason);
+}
+
 py::dict built() {
   py::dict d;
 #ifdef KOLO_PYTHON_HAVE_MPI
@@ -118,6 +127,7 @@ PYBIND11_MODULE(_kolo, m) {
   define_exceptions(m);
   m.def("init", &init, py::arg("ranks") = py::none());
   m.def("shutdown", &shutdown);
+  m.def("fail", &fail, py::arg("reason"));
   m.def("is_initialized", &kolo::is_initialized);
   m.def("rank", &kolo::rank);
   m.def("size", &kolo::size);

@@ -70,6 +70,11 @@ class Engine {
 
   // Stops the background thread after failing what is pending. Idempotent.
   void shutdown();
+  // This rank has failed (its program is ending by an error): aborts the
+  // communicator, so that every pending operation here fails and the other ranks
+  // name this rank, with `reason`, instead of seeing an orderly shutdown. Callable
+  // from any thread; shutdown() still follows.
+  void abort(const std::string& reason) { comm_->abort(reason); }
 
   // Starts writing the timeline to `path` (rank 0's, or every rank's with
   // KOLO_TIMELINE_ALL_RANKS), closing the one being written; an empty path stops

@@ -171,6 +171,26 @@ def test_a_stalled_peer_is_named_as_an_exception():
     on_rank_0(run_job)
 
 
+def test_a_rank_that_raises_is_named_with_its_exception():
+    # kolo.torch's excepthook tells the others: the exit would otherwise be an
+    # orderly shutdown, which they would report as one.
+    def run_job():
+        script = os.path.join(os.path.dirname(__file__), 'programs', 'raising_rank.py')
+        result = subprocess.run([os.environ['KOLORUN'], '-np', '3', sys.executable, script], env=dict(os.environ),
+                                capture_output=True, text=True, timeout=120)
+        output = result.stdout + result.stderr
+        assert result.returncode != 0, output
+        for other in (0, 2):
+            line = next((x for x in result.stdout.splitlines() if f'rank {other}: PeerFailureError' in x), None)
+            assert line is not None, output
+            assert 'peer_rank=1' in line and 'ValueError: boom at step 5' in line, line
+        assert 'ShutdownError' not in output, output
+        # kolorun names the rank that failed first, not one that failed because of it.
+        first = next(x for x in result.stderr.splitlines() if x.startswith('kolorun: '))
+        assert first.startswith('kolorun: rank 1 ') or first.startswith('kolorun: rank 1 failed first'), output
+    on_rank_0(run_job)
+
+
 @pytest.mark.skipif('KOLORUN' not in os.environ, reason='needs KOLORUN, the kolorun binary (set by ctest)')
 def test_a_test_failing_on_one_rank_ends_the_suite_at_once(tmp_path):
     # A suite of its own under the suite's pytest.ini, from rank 0 alone; its

@@ -149,17 +149,36 @@ std::string report_for_records(const std::vector<std::string>& rank_json, int si
   return head.str() + out.str();
 }
 
+namespace {
+
+// `rank`'s record in `dir`; null when there is none or it cannot be parsed.
+nlohmann::json read_record(const std::string& dir, int rank) {
+  std::ifstream in(std::filesystem::path(dir) / ("rank" + std::to_string(rank) + ".json"));
+  if (!in) return nullptr;
+  std::stringstream buf;
+  buf << in.rdbuf();
+  return nlohmann::json::parse(buf.str(), nullptr, /*allow_exceptions=*/false);
+}
+
+}  // namespace
+
 int blamed_rank(const std::string& dir, int rank) {
   try {
-    std::ifstream in(std::filesystem::path(dir) / ("rank" + std::to_string(rank) + ".json"));
-    if (!in) return -1;
-    std::stringstream buf;
-    buf << in.rdbuf();
-    auto j = nlohmann::json::parse(buf.str());
-    if (!j.contains("blames")) return -1;
+    const auto j = read_record(dir, rank);
+    if (!j.is_object() || !j.contains("blames")) return -1;
     return static_cast<int>(integer_at(j, "blames", kMaxRank));
   } catch (const std::exception&) {
     return -1;  // unreadable or malformed: no blame, the report says the rest
+  }
+}
+
+std::string record_reason(const std::string& dir, int rank) {
+  try {
+    const auto j = read_record(dir, rank);
+    if (!j.is_object() || !j.contains("reason") || !j["reason"].is_string()) return {};
+    return j["reason"].get<std::string>();
+  } catch (const std::exception&) {
+    return {};
   }
 }
 

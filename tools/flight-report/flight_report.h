@@ -25,5 +25,7 @@ std::string report_for_records(const std::vector<std::string>& rank_json, int si
 // written when a peer's failure ended it), or -1: no such record or field.
 // Never throws.
 int blamed_rank(const std::string& dir, int rank);
+// Why `rank`'s record was written (its "reason"), or empty when there is none.
+std::string record_reason(const std::string& dir, int rank);
 
 }  // namespace kolo::flight

@@ -5,6 +5,7 @@ A Horovod script runs unchanged with `import kolo.torch as hvd`, started by
 
 import atexit as _atexit
 import os as _os
+import sys as _sys
 
 import torch as _torch  # noqa: F401  (loads libtorch before the extension)
 
@@ -38,3 +39,14 @@ from kolo.torch.sync_batch_norm import SyncBatchNorm  # noqa: E402
 
 # Before the interpreter tears down the tensors kolo may still be using.
 _atexit.register(_kolo.shutdown)
+
+
+def _fail_on_uncaught(kind, value, traceback, previous=_sys.excepthook):
+    """An uncaught exception ends this rank's program: after its traceback, the
+    other ranks learn of it as this rank's failure (a PeerFailureError naming this
+    rank and the exception), not as the orderly shutdown that the exit runs."""
+    previous(kind, value, traceback)
+    _kolo.fail(f'its program raised {kind.__name__}: {value}')
+
+
+_sys.excepthook = _fail_on_uncaught

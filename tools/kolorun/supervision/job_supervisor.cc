@@ -50,6 +50,10 @@ std::pair<std::string, int> describe_wait_status(int status) {
 // here: the remote host may be unreachable.
 constexpr milliseconds kRemoteKillWait{3000};
 
+// How long a rank's failure that blames a rank still running waits for that
+// rank's own (JobSupervisor::wait_for_blamed).
+constexpr milliseconds kBlamedRankWait{2000};
+
 struct RankState {
   int rank = 0;
   int server = -1;  // >= 0: a parameter server, not a rank
@@ -112,6 +116,15 @@ struct JobSupervisor::Impl {
   std::optional<Clock::time_point> flight_deadline;
   bool stop_after_flight = false;  // stop the job once the records are in
   bool servers_told = false;  // every rank has ended and the servers were asked to stop
+  // A failure waiting for the one it blames (wait_for_blamed).
+  struct HeldFailure {
+    int code;
+    std::string text;
+    Clock::time_point until;
+    int blamed;       // the rank it waits for
+    std::string why;  // its record's reason
+  };
+  std::vector<HeldFailure> held_failures;
   bool output_lost[2] = {false, false};  // by stream: a write failed other than for a closed reader
   std::unique_ptr<HeartbeatSender> heartbeats;  // only when some rank is remote
 
@@ -277,9 +290,46 @@ struct JobSupervisor::Impl {
     // A server asked to stop because the ranks are done has not failed, however it ends.
     bool failed = code != 0 && !(r.server >= 0 && servers_told);
     if (failed && !stopping && !stop_after_flight) {
+      if (wait_for_blamed(r, code, text)) return;
       stop_job_after_records(code, text);
+      report_held_failures();
     } else if (settings.verbose) {
       report(text);
+    }
+  }
+
+  // A rank that failed because another did (its flight record blames a rank that
+  // still runs) exits about when the one it blames does, and sometimes first.
+  // Its failure waits a moment for the blamed rank's, so that the job's first
+  // failure line and exit status are the cause's. True when it was held.
+  bool wait_for_blamed(const RankState& r, int code, const std::string& text) {
+    if (settings.flight_dir.empty() || r.server >= 0) return false;
+    const int blamed = kolo::flight::blamed_rank(settings.flight_dir, r.rank);
+    if (blamed < 0 || blamed == r.rank) return false;
+    const bool running = std::any_of(ranks.begin(), ranks.end(), [&](const RankState& o) {
+      return o.running && o.server < 0 && o.rank == blamed;
+    });
+    if (!running) return false;
+    std::string why = kolo::flight::record_reason(settings.flight_dir, r.rank);
+    if (why.rfind("error: ", 0) == 0) why.erase(0, 7);
+    const auto until = held_failures.empty() ? Clock::now() + kBlamedRankWait : held_failures.front().until;
+    held_failures.push_back(HeldFailure{code, text, until, blamed, why});
+    return true;
+  }
+
+  // The held failures after the blamed rank's; alone once their wait is over,
+  // the first then saying which rank failed first.
+  void report_held_failures() {
+    std::vector<HeldFailure> held;
+    held.swap(held_failures);
+    for (const auto& h : held) {
+      if (!stopping && !stop_after_flight) {
+        stop_job_after_records(h.code, "rank " + std::to_string(h.blamed) + " failed first: " +
+                                           (h.why.empty() ? "its flight record tells no more" : h.why) + "; " +
+                                           h.text);
+      } else {
+        report(h.text);
+      }
     }
   }
 
@@ -408,6 +458,7 @@ struct JobSupervisor::Impl {
                                                 " (--timeout); stopping it");
     }
     if (flight_deadline && now >= *flight_deadline) records_are_in();
+    if (!held_failures.empty() && now >= held_failures.front().until) report_held_failures();
     for (auto& r : ranks) {
       if (!r.running || !r.awaiting_start() || now < *r.start_deadline) continue;
       // kolorun itself may have been what stalled (blocked writing output into a
@@ -444,6 +495,7 @@ struct JobSupervisor::Impl {
     consider(drain_deadline, true);
     consider(remote_kill_deadline, true);
     consider(flight_deadline, true);
+    if (!held_failures.empty()) consider(held_failures.front().until, true);
     for (const auto& r : ranks) consider(r.start_deadline, r.running);
     if (!next) return -1;
     auto wait = std::chrono::ceil<milliseconds>(*next - now).count();
@@ -510,6 +562,7 @@ struct JobSupervisor::Impl {
       report("processes the job left could not be killed within " + seconds_text(settings.kill_grace) +
              " (--kill-grace): pid(s) " + pids);
     }
+    report_held_failures();  // the ranks they blamed ended without failing
     // Every rank ended before the records were due: whatever was written is in.
     if (flight_deadline) records_are_in();
     out.flush();

@@ -1,0 +1,14 @@
+// A rank's program ending by an error, told to the other ranks.
+#pragma once
+
+#include <string>
+
+namespace kolo::runtime {
+
+// This rank's program is ending by an error (an uncaught Python exception): the
+// job's engine aborts with `reason`, so that the other ranks get a
+// PeerFailureError naming this rank and why instead of an orderly shutdown.
+// Nothing when kolo is not running.
+void fail(const std::string& reason);
+
+}  // namespace kolo::runtime
