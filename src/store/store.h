@@ -21,6 +21,22 @@ namespace kolo::store {
 using Bytes = std::vector<std::uint8_t>;
 using std::chrono::milliseconds;
 
+// While one lives, this thread's store calls wait at most `grace` beyond their
+// own timeout for their reply (and for another thread's call on the connection
+// to end), instead of the minute a busy store may need: for a report that is due
+// within KOLO_PEER_TIMEOUT plus a second whatever the store does. A call that
+// runs out of it throws as any lost reply does (PeerFailureError, rank -1).
+class ShortReplies {
+ public:
+  explicit ShortReplies(milliseconds grace);
+  ~ShortReplies();
+  ShortReplies(const ShortReplies&) = delete;
+  ShortReplies& operator=(const ShortReplies&) = delete;
+
+ private:
+  milliseconds previous_;
+};
+
 // Thread-safe: calls from several threads are serialized on one connection.
 // Errors: kolo::TimeoutError when a get/wait runs out of time, kolo::PeerFailureError
 // (rank -1) when the server is unreachable or closes the connection,

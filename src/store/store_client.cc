@@ -23,6 +23,10 @@ using net::Deadline;
 
 // How long a healthy store may take to answer, on top of a request's own timeout.
 constexpr milliseconds kReplyGrace{60000};
+// This thread's grace while a ShortReplies lives (zero: none lives).
+thread_local milliseconds short_grace{0};
+
+milliseconds reply_grace() { return short_grace.count() > 0 ? short_grace : kReplyGrace; }
 // The handshake gets its own time (the connect timeout, up to this much) even when
 // retrying the connect used up the timeout.
 constexpr milliseconds kMaxExtraHandshakeTime{5000};
@@ -111,10 +115,13 @@ class TcpStoreClient final : public StoreClient {
   // Sends one request and reads its reply. `server_wait_ms` is how long the server
   // may legitimately hold the request before answering.
   Reply call(const proto::Request& request, std::uint32_t server_wait_ms) {
-    const milliseconds reply_within = milliseconds(server_wait_ms) + kReplyGrace;
+    const milliseconds reply_within = milliseconds(server_wait_ms) + reply_grace();
     const std::vector<std::uint8_t> bytes = proto::encode_request_frame(request);
 
-    std::lock_guard lock(mutex_);
+    std::unique_lock lock(mutex_, std::defer_lock);
+    if (!lock.try_lock_for(reply_grace()))
+      throw PeerFailureError(-1, "the kolo store connection to " + where_ + " was busy with another call for " +
+                                     std::to_string(reply_grace().count()) + " ms");
     if (broken_) throw PeerFailureError(-1, "the kolo store connection to " + where_ + " failed earlier: " + broken_why_);
     try {
       const Deadline deadline = net::deadline_after(reply_within);
@@ -168,7 +175,7 @@ class TcpStoreClient final : public StoreClient {
     }
   }
 
-  std::mutex mutex_;
+  std::timed_mutex mutex_;
   net::Fd fd_;
   const std::string where_;
   bool broken_ = false;
@@ -238,5 +245,9 @@ std::unique_ptr<StoreClient> StoreClient::connect(const std::string& host, int p
     pause = std::min(pause * 2, milliseconds(500));
   }
 }
+
+ShortReplies::ShortReplies(milliseconds grace) : previous_(short_grace) { short_grace = grace; }
+
+ShortReplies::~ShortReplies() { short_grace = previous_; }
 
 }  // namespace kolo::store

@@ -5,8 +5,10 @@
 //   kolo_stuck worlds-stuck - as stuck, in two worlds (init with a list of ranks):
 //                       the job's even ranks and its odd ranks.
 //   kolo_stuck steady FILE - every rank allreduces for up to 60 s, after the first
-//                       one touching FILE.<rank>; an error is printed as
+//                       one writing its pid to FILE.<rank>; an error is printed as
 //                       "rank R: <error>" and ends the rank with code 4.
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -23,7 +25,7 @@ int steady(const std::string& file) {
     for (int i = 0; std::chrono::steady_clock::now() < end; ++i) {
       float x = 1.0f;
       kolo::allreduce(kolo::make_tensor(&x, 1), {.name = "steady"});
-      if (i == 0) std::ofstream(file + "." + std::to_string(kolo::rank())) << "running\n";
+      if (i == 0) std::ofstream(file + "." + std::to_string(kolo::rank())) << ::getpid() << "\n";
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
   } catch (const std::exception& e) {

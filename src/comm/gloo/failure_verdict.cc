@@ -9,9 +9,19 @@ namespace kolo::comm {
 FailureVerdict::FailureVerdict(store::StoreClient* store, std::string key_prefix, std::string me)
     : store_(store), prefix_(std::move(key_prefix)), me_(std::move(me)) {}
 
+namespace {
+
+// The verdict is worth a moment, not more: with the store's host cut off, or
+// kolorun stopped, the failure must still reach the user within
+// KOLO_PEER_TIMEOUT plus a second, judged by this rank alone.
+constexpr std::chrono::milliseconds kStoreReplyWithin{400};
+
+}  // namespace
+
 std::pair<int, std::string> FailureVerdict::claim(int rank, const std::string& message) {
   if (store_ == nullptr) return {rank, message};
   const std::string verdict_key = prefix_ + "verdict";
+  const store::ShortReplies short_replies(kStoreReplyWithin);
   try {
     if (store_->add(prefix_ + "claims", 1) == 1) {
       std::string text = std::to_string(rank) + "\n" + message + " [seen first by " + me_ + "]";
@@ -19,7 +29,7 @@ std::pair<int, std::string> FailureVerdict::claim(int rank, const std::string& m
       return {rank, text.substr(text.find('\n') + 1)};
     }
     // The first claimant writes right after its claim; it may have died in between.
-    store::Bytes value = store_->get(verdict_key, std::chrono::seconds(2));
+    store::Bytes value = store_->get(verdict_key, kStoreReplyWithin);
     std::string text(value.begin(), value.end());
     auto newline = text.find('\n');
     if (newline == std::string::npos || newline == 0 || newline > 11) return {rank, message};
