@@ -160,5 +160,28 @@ TEST(ProcessSets, MismatchInsideASetReachesEveryMember) {
   });
 }
 
+// Removing a set fails what is still pending in it, saying so (no rank shut kolo down).
+TEST(ProcessSets, RemovingASetFailsItsPendingOperationsSayingWhy) {
+  run_ranks(2, [](int rank) {
+    kolo::init();
+    const ProcessSet both = add_process_set({0, 1});
+    float x = 1.0f;
+    Handle pending;
+    if (rank == 0) pending = kolo::allreduce_async(make_tensor(&x, 1), {.name = "never", .process_set = both});
+    remove_process_set(both);
+    if (rank == 0) {
+      try {
+        pending.wait();
+        ADD_FAILURE() << "the pending operation ran";
+      } catch (const ShutdownError& e) {
+        EXPECT_NE(std::string(e.what()).find("was removed (remove_process_set) while the operation was pending"),
+                  std::string::npos)
+            << e.what();
+      }
+    }
+    kolo::shutdown();
+  });
+}
+
 }  // namespace
 }  // namespace kolo::testing

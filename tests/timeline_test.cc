@@ -138,6 +138,31 @@ TEST(Timeline, UnwritablePathIsAClearError) {
   }, options);
 }
 
+// Rank 0 writes the timeline: its init() fails, and the others, which were
+// waiting for it, are told why (not that the ranks ran different collectives).
+TEST(Timeline, UnwritablePathIsNamedOnTheOtherRanks) {
+  SpawnOptions options;
+  options.env["KOLO_TIMELINE"] = "/nonexistent-dir/trace.json";
+  run_ranks(2, [](int rank) {
+    if (rank == 0) {
+      EXPECT_THROW(kolo::init(), InvalidArgumentError);
+      return;
+    }
+    kolo::init();
+    float x = 1.0f;
+    try {
+      kolo::allreduce(make_tensor(&x, 1), {.name = "first"});
+      ADD_FAILURE() << "the allreduce ran without rank 0";
+    } catch (const PeerFailureError& e) {
+      const std::string what = e.what();
+      EXPECT_EQ(e.peer_rank(), 0) << what;
+      EXPECT_NE(what.find("/nonexistent-dir/trace.json"), std::string::npos) << what;
+      EXPECT_EQ(what.find("same sequence"), std::string::npos) << what;
+    }
+    kolo::shutdown();
+  }, options);
+}
+
 // A job of one whose KOLO_TIMELINE is `path`: init() must fail with `fragment`.
 void expect_init_fails(const std::string& path, const std::string& fragment) {
   SpawnOptions options;

@@ -92,7 +92,9 @@ void remove_process_set(const ProcessSet& set) {
   // still has the set's operations to finish.
   barrier({.name = "kolo.remove_process_set." + std::to_string(set.id)});
   ProcessSetTable::Set removed = session.sets->remove(set.id);
-  if (removed.engine) removed.engine->shutdown();
+  if (removed.engine)
+    removed.engine->shutdown("process set " + std::to_string(set.id) +
+                             " was removed (remove_process_set) while the operation was pending");
 }
 
 std::vector<int> process_set_ranks(const ProcessSet& set) {

@@ -43,6 +43,17 @@ Engine::Engine(std::unique_ptr<comm::Communicator> comm, EngineConfig config)
       coordinator_(size_),
       executor_(*comm_),
       agreement_(comm_->among_ranks(), eager_bytes_for(config, comm_->among_ranks())) {
+  try {
+    start();
+  } catch (const std::exception& e) {
+    // The peers wait for this rank in their first step: an abort tells them why
+    // (a closed communicator would read as ranks that ran different collectives).
+    comm_->abort(e.what());
+    throw;
+  }
+}
+
+void Engine::start() {
   std::vector<SharedSetting> shared{
       {"KOLO_FUSION_THRESHOLD", static_cast<std::int64_t>(config_.fusion_threshold)},
       {"KOLO_CACHE_CAPACITY", static_cast<std::int64_t>(config_.cache_capacity)},
@@ -143,9 +154,15 @@ void Engine::leave_site(const std::string& name) {
     sites_in_flight_.erase(it);
 }
 
-void Engine::shutdown() {
+std::string Engine::shutdown_why() {
+  std::lock_guard lock(mutex_);
+  return shutdown_why_;
+}
+
+void Engine::shutdown(const std::string& why) {
   {
     std::lock_guard lock(mutex_);
+    if (!shutdown_requested_ && !why.empty()) shutdown_why_ = why;
     shutdown_requested_ = true;
   }
   wake_.notify_one();
@@ -208,11 +225,12 @@ void Engine::loop() {
 namespace {
 
 // Runs one step of a cycle; the reason to stop the engine, or null to go on.
-template <class Step>
-std::exception_ptr guarded(Step step) {
+// `ended()` says why, when the step found the engine shut down.
+template <class Step, class Ended>
+std::exception_ptr guarded(Step step, Ended ended) {
   try {
     if (step()) return nullptr;
-    return std::make_exception_ptr(ShutdownError("kolo was shut down (a rank called kolo::shutdown())"));
+    return std::make_exception_ptr(ShutdownError(ended()));
   } catch (const Error&) {
     return std::current_exception();
   } catch (const std::exception& e) {
@@ -224,7 +242,7 @@ std::exception_ptr guarded(Step step) {
 
 void Engine::cycle_once() {
   cycles_.fetch_add(1, std::memory_order_relaxed);
-  if (auto reason = guarded([&] { return run_cycle(); })) stop_with(reason);
+  if (auto reason = guarded([&] { return run_cycle(); }, [&] { return shutdown_why(); })) stop_with(reason);
 }
 
 void Engine::stop_with(std::exception_ptr reason) {
@@ -278,7 +296,8 @@ Engine::Express Engine::express(CallerOp& op) {
   // The outcome stays NotApplicable until the step either finished the operation
   // (Done) or made it an ordinary entry (Pending), whose state then reports any
   // failure.
-  std::exception_ptr failure = guarded([&] { return step(&op, /*shutting_down=*/false, /*progressed=*/false); });
+  std::exception_ptr failure =
+      guarded([&] { return step(&op, /*shutting_down=*/false, /*progressed=*/false); }, [&] { return shutdown_why(); });
   if (failure) stop_with(failure);
   cycle.unlock();  // before waking the background thread, which then takes the cycle
   {

@@ -68,8 +68,10 @@ class Engine {
   // state.
   Express express(Entry& entry);
 
-  // Stops the background thread after failing what is pending. Idempotent.
-  void shutdown();
+  // Stops the background thread after failing what is pending, with a
+  // ShutdownError that says `why` (by default: a rank called kolo::shutdown()).
+  // Idempotent.
+  void shutdown(const std::string& why = "");
   // This rank has failed (its program is ending by an error): aborts the
   // communicator, so that every pending operation here fails and the other ranks
   // name this rank, with `reason`, instead of seeing an orderly shutdown. Callable
@@ -120,6 +122,8 @@ class Engine {
   };
 
   // engine.cc: the thread and driving.
+  // The constructor's checks and set-up, then the thread.
+  void start();
   void loop();
   // The timeline this rank writes at `path`, or null when it writes none.
   std::unique_ptr<Timeline> timeline_at(std::string path) const;
@@ -200,6 +204,8 @@ class Engine {
   bool enter_site(const std::string& name);
   void leave_site(const std::string& name);
   bool shutdown_requested_ = false;
+  std::string shutdown_why_ = "kolo was shut down (a rank called kolo::shutdown())";
+  std::string shutdown_why();  // takes mutex_
   const std::string* express_name_ = nullptr;  // the express operation running now, if any
   std::uint64_t drive_exits_ = 0;  // a driving user thread left work behind (wakes the background thread)
   std::exception_ptr stopped_;  // set once the thread has stopped: what later submits throw
