@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "comm/shm/segment_checks.h"
 #include "harness/communicator_data.h"
 #include "harness/multiprocess.h"
 #include "kolo/error.h"
@@ -128,11 +129,19 @@ TEST(ShmCommunicator, BadCollectiveArgumentsFailAlikeAndKeepTheRanksInStep) {
       shm_spawn_options());
 }
 
+// Left by an earlier job of this user with the same id (and no secret): it
+// carries the job's nonce.
 TEST(ShmCommunicator, StaleSegmentIsAClearError) {
   const std::string job = testing::make_job_id();
   const std::string name = "/kolo-" + job + "-shm";
   int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
   ASSERT_GE(fd, 0);
+  ASSERT_EQ(::ftruncate(fd, 4096), 0);
+  void* base = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ASSERT_NE(base, MAP_FAILED);
+  const shm::Nonce nonce = shm::segment_nonce("", name);
+  std::memcpy(static_cast<shm::SegmentHeader*>(base)->nonce, nonce.data(), nonce.size());
+  ::munmap(base, 4096);
   ::close(fd);
   CommunicatorOptions options;
   options.connect_timeout = 500ms;

@@ -445,10 +445,11 @@ TEST(ShmInPlace, AMalformedTableIsRefusedByEveryRank) {
 TEST(ShmInPlace, ARankNotAllowedToOpenItsPeersFilesTurnsEveryRankToTheSlotPath) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root, to run one rank as another user";
   run_job(2, [](int rank) {
-    // Rank 0 drops to nobody before creating the segment (0600, so its own): it
-    // may not open root's /proc/<pid>/fd, while root may open its.
-    if (rank == 0) ASSERT_EQ(::setuid(65534), 0);
+    // Rank 0 drops to nobody once both have joined (a rank maps only a segment
+    // of its own user, shm/segment_checks.h): it may not open root's
+    // /proc/<pid>/fd, while root may open its.
     ShmChannel channel = join_channel(rank, 2);
+    if (rank == 0) ASSERT_EQ(::setuid(65534), 0);
     InPlace mapped(2);
     const std::size_t count = 1 << 20;
     Buffer data = Buffer::shareable(DataType::Float32, Shape{static_cast<std::int64_t>(count)});

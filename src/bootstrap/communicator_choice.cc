@@ -109,7 +109,7 @@ std::string layout_problem(const Topology& t, comm::Communicator& flat) {
 struct Hierarchy {
   std::string keys;     // the group's rendezvous keys, under the network's prefix
   std::string verdict;  // its failure verdict's prefix
-  std::string segment;  // its hosts' shared-memory names, less the host
+  std::string segment;  // what names its hosts' shared memory (keyed by the secret), less the host
   std::vector<int> members;
   comm::HostLayout layout;
 };
@@ -127,7 +127,7 @@ std::unique_ptr<comm::Communicator> make_hierarchy(Network network, const Topolo
     host_options.job_ranks.assign(first, first + L);
     // Hosts may be simulated on one machine, so the host index is part of the name.
     local = comm::make_shm_communicator(local_rank, L, h.segment + "-host" + std::to_string(t.cross_rank),
-                                        host_options);
+                                        host_options, t.secret);
   }
   // Same-local-rank peers, one per host.
   comm::GlooGroup cross_group;
@@ -203,7 +203,8 @@ std::unique_ptr<comm::Communicator> choose(const Topology& t, int generation, st
       if (t.cross_size > 1)
         throw InvalidArgumentError("KOLO_BACKEND=shm, but the job spans " + std::to_string(t.cross_size) +
                                    " hosts; use KOLO_BACKEND=auto or gloo");
-      return comm::make_shm_communicator(t.rank, t.size, t.job_id + "-" + std::to_string(generation), options);
+      return comm::make_shm_communicator(t.rank, t.size, t.job_id + "-" + std::to_string(generation), options,
+                                         t.secret);
     case Backend::Gloo:
     case Backend::Tcp: {
       const Network network = backend == Backend::Tcp ? Network::Tcp : Network::Gloo;
@@ -219,7 +220,8 @@ std::unique_ptr<comm::Communicator> choose(const Topology& t, int generation, st
   if (hierarchical.value_or(t.cross_size > 1))
     return make_hierarchical(Network::Tcp, t, generation, store, options, forced);
   if (t.cross_size > 1) return make_flat(Network::Tcp, t, generation, store, options);
-  return comm::make_shm_communicator(t.rank, t.size, t.job_id + "-" + std::to_string(generation), options);
+  return comm::make_shm_communicator(t.rank, t.size, t.job_id + "-" + std::to_string(generation), options,
+                                     t.secret);
 }
 
 }  // namespace
@@ -238,7 +240,7 @@ std::unique_ptr<comm::Communicator> make_set_communicator(const Topology& t, int
     comm::CommunicatorOptions set_options = options;
     set_options.job_ranks = ranks;
     return comm::make_shm_communicator(index, size, t.job_id + "-" + std::to_string(generation) + "-" + set_name,
-                                       set_options);
+                                       set_options, t.secret);
   }
   // Otherwise TCP as the world's network would be: kolo's own sockets unless
   // KOLO_BACKEND=gloo, composed with shared memory inside each host where the

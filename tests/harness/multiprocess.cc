@@ -21,6 +21,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "common/job_names.h"
 #include "harness/subprocess.h"
 #include "store/store.h"
 
@@ -160,11 +161,14 @@ void record(RankOutcome& out, int status) {
   out.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
 }
 
-void remove_job_segments(const std::string& job_id) {
+// Named by the job id, or with a secret by its tag (common/job_names.h).
+void remove_job_segments(const std::string& job_id, const std::string& secret) {
   std::error_code ec;
-  const std::string prefix = "kolo-" + job_id;
+  const std::string by_id = "kolo-" + job_id;
+  const std::string by_tag = secret.empty() ? by_id : "kolo-" + job_tag(secret) + "-";
   for (const auto& entry : std::filesystem::directory_iterator("/dev/shm", ec)) {
-    if (entry.path().filename().string().rfind(prefix, 0) == 0) std::filesystem::remove(entry.path(), ec);
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(by_id, 0) == 0 || name.rfind(by_tag, 0) == 0) std::filesystem::remove(entry.path(), ec);
   }
 }
 
@@ -287,7 +291,7 @@ std::vector<RankOutcome> spawn_ranks(int size, const std::function<void(int rank
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
-  remove_job_segments(job_id);
+  remove_job_segments(job_id, secret);
   outcomes.insert(outcomes.end(), server_outcomes.begin(), server_outcomes.end());
   return outcomes;
 }

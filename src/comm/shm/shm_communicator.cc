@@ -1,10 +1,13 @@
 // The shared-memory communicator.
 //
-// SEGMENT. One POSIX shared-memory object per job, "/kolo-<job_id>-shm"
-// (shm_segment.cc). Rank 0 creates it (O_CREAT|O_EXCL: an existing one is a
-// stale leftover and an error), reserves and maps it, writes the header and
-// publishes a ready magic word; the other ranks retry shm_open/mmap until they
-// see the magic or the connect timeout passes. Every rank writes its pid into its
+// SEGMENT. One POSIX shared-memory object per job (shm_segment.cc), named by a
+// hash keyed with the job's secret, "/kolo-<job tag>-<hash>-shm" (without a
+// secret "/kolo-<job_id>-shm"). Rank 0 creates it (O_CREAT|O_EXCL, mode 0600:
+// an existing one is an error), reserves and maps it, writes the header with
+// the job's nonce and publishes a ready magic word; the other ranks retry
+// shm_open/mmap until they see the magic or the connect timeout passes. Every
+// rank refuses a segment that is not its user's, is open to other users or
+// lacks the nonce (segment_checks.h), and says so. Every rank writes its pid into its
 // control block and increments an attach counter; the rank that completes the
 // count unlinks the name, so nothing is left in /dev/shm even if ranks crash
 // later. Layout (shm_layout.h): a header page, one control block per rank (three
@@ -404,13 +407,13 @@ void check_shm_settings() {
 }
 
 std::unique_ptr<Communicator> make_shm_communicator(int rank, int size, const std::string& job_id,
-                                                    const CommunicatorOptions& options) {
+                                                    const CommunicatorOptions& options, const std::string& secret) {
   if (size < 1 || rank < 0 || rank >= size) {
     throw InvalidArgumentError("invalid rank " + std::to_string(rank) + " of size " + std::to_string(size));
   }
-  const std::string name = shm::segment_name(job_id);
+  const std::string name = shm::segment_name(job_id, secret);
   shm::SegmentConfig config = rank == 0 ? config_from_env(size) : shm::SegmentConfig{};
-  shm::JoinedSegment joined = shm::join_segment(name, rank, size, config, options.connect_timeout);
+  shm::JoinedSegment joined = shm::join_segment(name, rank, size, config, options.connect_timeout, secret);
   return std::make_unique<ShmCommunicator>(std::make_unique<ShmChannel>(std::move(joined), rank, options));
 }
 

@@ -10,9 +10,11 @@
 namespace kolo::comm {
 
 // Joins the job `job_id` as `rank` of `size` (every rank of the job calls this
-// with the same job id and size). Rank 0 creates the segment /dev/shm/kolo-<job_id>-shm;
-// the others wait for it up to options.connect_timeout. The name is removed as
-// soon as every rank has attached.
+// with the same job id, size and secret). Rank 0 creates the segment, named by
+// a hash keyed with `secret` (the job's, KOLO_SECRET: shm_segment.h; without one
+// /dev/shm/kolo-<job_id>-shm); the others wait for it up to
+// options.connect_timeout. The name is removed as soon as every rank has
+// attached.
 //
 // Tunables (read by rank 0, which records them in the segment for the others):
 //  KOLO_SHM_SLOT_BYTES   bytes per pipeline slot and rank (two slots each; 4K to 1G)
@@ -29,11 +31,13 @@ namespace kolo::comm {
 //                        `auto`, a broadcast's root decides, an allgatherv
 //                        takes it when all ranks let it.
 //
-// Errors: InvalidArgumentError (bad rank/size/job id), kolo::Error (a stale
-// segment of the same name exists), TimeoutError (a rank did not show up),
-// PeerFailureError (a rank died during setup), MismatchError (ranks disagree on size).
+// Errors: InvalidArgumentError (bad rank/size/job id), kolo::Error (a segment
+// of the same name exists: refused, saying why, when the job did not create it),
+// TimeoutError (a rank did not show up), PeerFailureError (a rank died during
+// setup), MismatchError (ranks disagree on size).
 std::unique_ptr<Communicator> make_shm_communicator(int rank, int size, const std::string& job_id,
-                                                    const CommunicatorOptions& options);
+                                                    const CommunicatorOptions& options,
+                                                    const std::string& secret = {});
 
 // Reads the tunables above as rank 0 would (for one rank), so that a bad value
 // fails init() even in a job that never builds this communicator.

@@ -11,8 +11,10 @@ namespace kolo::comm::shm {
 
 inline constexpr std::size_t kCacheLine = 64;
 inline constexpr std::size_t kPageSize = 4096;
-// Written last by rank 0, once the header is complete ("KOL" + layout version 3).
-inline constexpr std::uint32_t kReadyMagic = 0x4b4f4c03;
+// Written last by rank 0, once the header is complete ("KOL" + layout version 4).
+inline constexpr std::uint32_t kReadyMagic = 0x4b4f4c04;
+// The job's nonce in the header (segment_checks.h).
+inline constexpr std::size_t kNonceBytes = 32;
 
 // Flagged lines (small messages, shm_channel.h): each 64-byte line carries 56
 // bytes of data and the 64-bit number of the step that wrote it. Every rank has
@@ -75,6 +77,7 @@ struct alignas(kCacheLine) SegmentHeader {
   std::uint32_t first_step;          // initial value of every counter (see SegmentConfig)
   std::uint64_t mapped_bytes;        // allreduce, allgatherv from this size: in place of shareable buffers
   std::uint32_t single_copy;         // SingleCopyMode (shm_segment.h)
+  std::uint8_t nonce[kNonceBytes];   // proves that a holder of the job's secret made it
   alignas(kCacheLine) std::atomic<std::uint32_t> attached;  // ranks that have mapped it
 };
 

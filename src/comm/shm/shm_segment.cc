@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "comm/shm/process_liveness.h"
+#include "comm/shm/segment_checks.h"
+#include "common/job_names.h"
 #include "kolo/error.h"
 
 namespace kolo::comm::shm {
@@ -76,13 +78,10 @@ RankControl& control_of(const Mapping& m, const Layout& layout, int rank) {
   return reinterpret_cast<RankControl*>(m.base() + layout.control_offset)[rank];
 }
 
-JoinedSegment create_segment(const std::string& name, int size, const SegmentConfig& config) {
+JoinedSegment create_segment(const std::string& name, int size, const SegmentConfig& config, const Nonce& nonce) {
+  // O_EXCL: never a file someone else made; 0600: no other user may open ours.
   int raw = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
-  if (raw < 0 && errno == EEXIST) {
-    throw Error("shared memory segment /dev/shm" + name +
-                " already exists: it is a stale segment left by an earlier job with the same job id. "
-                "Remove it (rm /dev/shm" + name + ") or start the job with a fresh KOLO_JOB_ID");
-  }
+  if (raw < 0 && errno == EEXIST) throw existing_segment_error(name, nonce);
   if (raw < 0) throw Error(system_error_text("cannot create shared memory segment /dev/shm" + name));
   FileDescriptor fd(raw);
   Layout layout = Layout::compute(size, config.slot_bytes);
@@ -108,6 +107,7 @@ JoinedSegment create_segment(const std::string& name, int size, const SegmentCon
   header.first_step = config.first_step;
   header.mapped_bytes = config.mapped_bytes;
   header.single_copy = static_cast<std::uint32_t>(config.single_copy);
+  std::memcpy(header.nonce, nonce.data(), nonce.size());
   for (int r = 0; r < size; ++r) {
     RankControl& c = control_of(joined.mapping, layout, r);
     for (Counter* counter : {&c.posted, &c.reduced, &c.consumed}) counter->value.store(config.first_step);
@@ -116,19 +116,24 @@ JoinedSegment create_segment(const std::string& name, int size, const SegmentCon
   return joined;
 }
 
-// One attempt to map a segment that rank 0 has finished initializing.
-std::optional<JoinedSegment> try_attach(const std::string& name, int size) {
+// One attempt to map a segment that rank 0 has finished initializing. Throws
+// the refusal of a segment the job did not create (segment_checks.h).
+std::optional<JoinedSegment> try_attach(const std::string& name, int size, const Nonce& nonce, bool& seen) {
   int raw = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
   if (raw < 0 && errno == ENOENT) return std::nullopt;
+  seen = true;
+  if (raw < 0 && errno == EACCES) throw existing_segment_error(name, nonce);  // another user's, which says whose
   if (raw < 0) throw Error(system_error_text("cannot open shared memory segment /dev/shm" + name));
   FileDescriptor fd(raw);
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) throw Error(system_error_text("fstat of /dev/shm" + name));
+  if (auto why = ownership_problem(st); !why.empty()) throw refusal(name, why);
   auto bytes = static_cast<std::size_t>(st.st_size);
   if (bytes < kPageSize) return std::nullopt;  // rank 0 has not sized it yet
   Mapping mapping = map_shared(fd.get(), bytes, false);
   SegmentHeader& header = header_of(mapping);
   if (header.magic.load(std::memory_order_acquire) != kReadyMagic) return std::nullopt;
+  if (auto why = nonce_problem(mapping.base(), bytes, nonce); !why.empty()) throw refusal(name, why);
   if (header.size != static_cast<std::uint32_t>(size)) {
     throw MismatchError("shared memory segment /dev/shm" + name + " was made for a job of " +
                         std::to_string(header.size) + " ranks, but this rank was started with size " +
@@ -148,15 +153,19 @@ std::optional<JoinedSegment> try_attach(const std::string& name, int size) {
                        static_cast<SingleCopyMode>(header.single_copy)};
 }
 
-JoinedSegment attach_segment(const std::string& name, int rank, int size, Clock::time_point deadline,
-                             std::chrono::milliseconds timeout) {
+JoinedSegment attach_segment(const std::string& name, const Nonce& nonce, int rank, int size,
+                             Clock::time_point deadline, std::chrono::milliseconds timeout) {
   auto pause = std::chrono::microseconds(200);
+  bool seen = false;
   while (true) {
-    if (auto joined = try_attach(name, size)) return std::move(*joined);
+    if (auto joined = try_attach(name, size, nonce, seen)) return std::move(*joined);
     if (Clock::now() >= deadline) {
       throw TimeoutError("rank " + std::to_string(rank) + ": timed out after " + seconds_text(timeout) +
-                         " waiting for rank 0 to create shared memory segment /dev/shm" + name +
-                         " (did rank 0 start, with the same KOLO_JOB_ID?)");
+                         " waiting for rank 0 to " + (seen ? "finish" : "create") + " shared memory segment /dev/shm" +
+                         name +
+                         (seen ? " (it exists but was never marked ready: rank 0 failed, see its error, or it is a "
+                                 "stale segment)"
+                               : " (did rank 0 start, with the same KOLO_JOB_ID and KOLO_SECRET?)"));
     }
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::microseconds(5000));
@@ -248,7 +257,7 @@ Mapping& Mapping::operator=(Mapping&& other) noexcept {
   return *this;
 }
 
-std::string segment_name(const std::string& job_id) {
+std::string segment_name(const std::string& job_id, const std::string& secret) {
   if (job_id.empty() || job_id.size() > 200) {
     throw InvalidArgumentError("job id must have 1 to 200 characters, got " + std::to_string(job_id.size()));
   }
@@ -257,21 +266,23 @@ std::string segment_name(const std::string& job_id) {
               c == '-';
     if (!ok) throw InvalidArgumentError("job id '" + job_id + "' may only contain letters, digits, '.', '_' and '-'");
   }
-  return "/kolo-" + job_id + "-shm";
+  if (secret.empty()) return "/kolo-" + job_id + "-shm";
+  return "/kolo-" + job_tag(secret) + "-" + keyed_hex(secret, "kolo shm segment", job_id) + "-shm";
 }
 
 JoinedSegment join_segment(const std::string& name, int rank, int size, const SegmentConfig& config,
-                           std::chrono::milliseconds timeout) {
+                           std::chrono::milliseconds timeout, const std::string& secret) {
   const auto deadline = Clock::now() + timeout;
+  const Nonce nonce = segment_nonce(secret, name);
   if (rank == 0) {
-    JoinedSegment joined = create_segment(name, size, config);
+    JoinedSegment joined = create_segment(name, size, config, nonce);
     UnlinkOnFailure cleanup(name);
     register_rank(joined, name, rank);
     wait_for_all_ranks(joined, name, rank, deadline, timeout);
     cleanup.release();
     return joined;
   }
-  JoinedSegment joined = attach_segment(name, rank, size, deadline, timeout);
+  JoinedSegment joined = attach_segment(name, nonce, rank, size, deadline, timeout);
   register_rank(joined, name, rank);
   wait_for_all_ranks(joined, name, rank, deadline, timeout);
   return joined;

@@ -1,8 +1,9 @@
 // Creating, finding and mapping a job's POSIX shared-memory segment, with no
-// other service: rank 0 creates "/kolo-<job_id>-shm", the others wait for it to
+// other service: rank 0 creates it (segment_name), the others wait for it to
 // appear and be marked ready, every rank registers its pid, and once all ranks
 // have mapped it the name is unlinked so that nothing is left in /dev/shm even if
-// ranks crash later.
+// ranks crash later. No rank maps a segment the job did not create
+// (segment_checks.h).
 #pragma once
 
 #include <chrono>
@@ -58,18 +59,25 @@ struct JoinedSegment {
   SingleCopyMode single_copy = SingleCopyMode::Auto;
 };
 
-// "/kolo-<job_id>-shm"; throws InvalidArgumentError for a job id that is empty,
-// too long or has characters other than [A-Za-z0-9._-].
-std::string segment_name(const std::string& job_id);
+// The segment's name: with the job's secret "/kolo-<job tag>-<keyed hash of
+// job_id>-shm" (common/job_names.h), which other users cannot predict and which
+// does not show the job id; without one "/kolo-<job_id>-shm". Throws
+// InvalidArgumentError for a job id that is empty, too long or has characters
+// other than [A-Za-z0-9._-].
+std::string segment_name(const std::string& job_id, const std::string& secret = {});
 
 // Joins the job: creates (rank 0, with `config`) or attaches to (other ranks, who
 // take the configuration from the header) the segment, publishes this rank's pid,
 // waits until all `size` ranks have attached and unlinks the name.
-// Errors: kolo::Error for a stale segment of the same name (rank 0),
-// TimeoutError naming the ranks that did not show up within `timeout`,
-// PeerFailureError when a rank that attached dies before the others arrive,
-// MismatchError when the segment was made for another job size.
+// `secret` (the job's, or empty) makes the nonce that rank 0 writes into the
+// header and the others check.
+// Errors: kolo::Error for a segment of that name that the job did not create
+// (any rank: another user's, open to other users, or without the job's nonce)
+// or a stale one of this job (rank 0), TimeoutError naming the ranks that did
+// not show up within `timeout`, PeerFailureError when a rank that attached dies
+// before the others arrive, MismatchError when the segment was made for another
+// job size.
 JoinedSegment join_segment(const std::string& name, int rank, int size, const SegmentConfig& config,
-                           std::chrono::milliseconds timeout);
+                           std::chrono::milliseconds timeout, const std::string& secret = {});
 
 }  // namespace kolo::comm::shm
