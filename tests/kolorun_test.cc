@@ -28,6 +28,7 @@
 #error "tests/CMakeLists.txt defines KOLORUN_PATH as the kolorun binary"
 #endif
 
+#include "common/job_names.h"
 #include "harness/job_processes.h"
 #include "harness/kolorun_process.h"
 #include "harness/temp_dir.h"
@@ -374,18 +375,19 @@ TEST_F(KolorunTest, RanksOfAKolorunThatIgnoresSigintDieOfTheSigintItForwards) {
   }
 }
 
-// The flight directory kolorun chose for the job (/tmp/kolo-flight-<job>) stayed
-// unless the job succeeded: after SIGTERM, SIGHUP, a double SIGINT or a failed
-// rank. Each end removes it. The ranks ignore SIGINT, so that only the second
-// SIGINT (which kills them) ends the job.
+// The flight directory kolorun chose for the job (/tmp/kolo-flight-<job tag>)
+// stayed unless the job succeeded: after SIGTERM, SIGHUP, a double SIGINT or a
+// failed rank. Each end removes it. The ranks ignore SIGINT, so that only the
+// second SIGINT (which kills them) ends the job.
 void expect_flight_directory_gone_after(const fs::path& dir, const std::vector<int>& signals, int status,
                                         const std::string& rank_1_does = "") {
-  const std::string body = "mkdir -p /tmp/kolo-flight-$KOLO_JOB_ID; echo $KOLO_JOB_ID > " + (dir / "job.").string() +
-                           "$KOLO_RANK; " + rank_1_does + "trap '' INT; while :; do sleep 0.05; done";
+  const std::string body = "mkdir -p $KOLO_FLIGHT_RECORDER_DIR; echo $KOLO_FLIGHT_RECORDER_DIR > " +
+                           (dir / "flight.").string() + "$KOLO_RANK; " + rank_1_does +
+                           "trap '' INT; while :; do sleep 0.05; done";
   KolorunProcess process(KOLORUN_PATH, {"--kill-grace", "30", "-np", "2", "sh", "-c", body});
-  ASSERT_TRUE(wait_for_line(dir / "job.0", 5s).has_value());
-  ASSERT_TRUE(wait_for_line(dir / "job.1", 5s).has_value());
-  const fs::path flight = "/tmp/kolo-flight-" + *wait_for_line(dir / "job.0", 1s);
+  ASSERT_TRUE(wait_for_line(dir / "flight.0", 5s).has_value());
+  ASSERT_TRUE(wait_for_line(dir / "flight.1", 5s).has_value());
+  const fs::path flight = *wait_for_line(dir / "flight.0", 1s);
   for (int sig : signals) {
     kill(process.pid(), sig);
     std::this_thread::sleep_for(200ms);
@@ -469,25 +471,30 @@ TEST_F(KolorunTest, CtrlZStopsTheRanksWithKolorun) {
   EXPECT_EQ(result.exit_code, 128 + SIGTERM) << result.err;
 }
 
+// The tag that names the job's files (common/job_names.h), as a rank's shell
+// finds it: the end of the flight directory kolorun chose.
+const std::string kShellJobTag = "t=${KOLO_FLIGHT_RECORDER_DIR#/tmp/kolo-flight-}; ";
+
 // SIGKILL leaves kolorun no chance: the ranks' children used to survive it, and
 // the job's flight directory and shared-memory files stayed. Its watchdog
 // removes them.
 TEST_F(KolorunTest, KillingKolorunLeavesNoProcessOrFileOfTheJob) {
-  const std::string body = "sleep 60 & echo $! > " + path("child.") + "$KOLO_RANK; mkdir -p /tmp/kolo-flight-$KOLO_JOB_ID; "
-                           ": > /dev/shm/kolo-$KOLO_JOB_ID-test$KOLO_RANK; echo $KOLO_JOB_ID > " + path("job.") +
+  const std::string body = kShellJobTag + "sleep 60 & echo $! > " + path("child.") + "$KOLO_RANK; mkdir -p "
+                           "$KOLO_FLIGHT_RECORDER_DIR; : > /dev/shm/kolo-$t-test$KOLO_RANK; echo $t > " + path("tag.") +
                            "$KOLO_RANK; wait";
   KolorunProcess process(KOLORUN_PATH, {"-np", "2", "sh", "-c", body});
-  ASSERT_TRUE(wait_for_line(path("job.0"), 5s).has_value());
-  ASSERT_TRUE(wait_for_line(path("job.1"), 5s).has_value());
-  const std::string job = *wait_for_line(path("job.0"), 1s);
-  ASSERT_TRUE(fs::exists("/tmp/kolo-flight-" + job));
+  ASSERT_TRUE(wait_for_line(path("tag.0"), 5s).has_value());
+  ASSERT_TRUE(wait_for_line(path("tag.1"), 5s).has_value());
+  const std::string tag = *wait_for_line(path("tag.0"), 1s);
+  ASSERT_TRUE(fs::exists("/tmp/kolo-flight-" + tag));
+  ASSERT_TRUE(fs::exists("/dev/shm/kolo-" + tag + "-test0"));
   kill(process.pid(), SIGKILL);
   process.wait(10s);
   for (pid_t pid : read_pids(dir_, "child.")) EXPECT_TRUE(wait_until_gone(pid, 2s)) << "child " << pid << " survived";
   const auto deadline = Clock::now() + 2s;
   auto leftovers = [&] {
-    return fs::exists("/tmp/kolo-flight-" + job) || fs::exists("/dev/shm/kolo-" + job + "-test0") ||
-           fs::exists("/dev/shm/kolo-" + job + "-test1");
+    return fs::exists("/tmp/kolo-flight-" + tag) || fs::exists("/dev/shm/kolo-" + tag + "-test0") ||
+           fs::exists("/dev/shm/kolo-" + tag + "-test1");
   };
   while (leftovers() && Clock::now() < deadline) std::this_thread::sleep_for(10ms);
   EXPECT_FALSE(leftovers()) << "the job's flight directory or shared memory stayed";
@@ -497,20 +504,21 @@ TEST_F(KolorunTest, KillingKolorunLeavesNoProcessOrFileOfTheJob) {
 // kolorun knows, and its parent is gone: the watchdog finds it by the job's id in
 // its environment.
 TEST_F(KolorunTest, KillingKolorunLeavesNoProcessOfTheJobEvenInOtherSessions) {
-  const std::string body = "echo $KOLO_JOB_ID > " + path("job.") + "$KOLO_RANK; : > /dev/shm/kolo-$KOLO_JOB_ID-test$KOLO_RANK; "
-                           "setsid sleep 300 & sleep 300";
+  const std::string body = kShellJobTag + "echo $KOLO_JOB_ID > " + path("job.") + "$KOLO_RANK; echo $t > " +
+                           path("tag.") + "$KOLO_RANK; : > /dev/shm/kolo-$t-test$KOLO_RANK; setsid sleep 300 & sleep 300";
   KolorunProcess process(KOLORUN_PATH, {"-np", "2", "sh", "-c", body});
   ASSERT_TRUE(wait_for_line(path("job.0"), 5s).has_value());
   ASSERT_TRUE(wait_for_line(path("job.1"), 5s).has_value());
   const std::string job = *wait_for_line(path("job.0"), 1s);
+  const std::string tag = *wait_for_line(path("tag.0"), 1s);
   const auto deadline = Clock::now() + 5s;
   while (kolo::testing::processes_of_job(job).size() < 4 && Clock::now() < deadline) std::this_thread::sleep_for(10ms);
   ASSERT_GE(kolo::testing::processes_of_job(job).size(), 4u) << "two ranks, each with a sleep in another session";
   kill(process.pid(), SIGKILL);
   process.wait(10s);
   auto leftovers = [&] {
-    return !kolo::testing::processes_of_job(job).empty() || fs::exists("/dev/shm/kolo-" + job + "-test0") ||
-           fs::exists("/dev/shm/kolo-" + job + "-test1");
+    return !kolo::testing::processes_of_job(job).empty() || fs::exists("/dev/shm/kolo-" + tag + "-test0") ||
+           fs::exists("/dev/shm/kolo-" + tag + "-test1");
   };
   const auto gone_by = Clock::now() + time_bound(5s);
   while (leftovers() && Clock::now() < gone_by) std::this_thread::sleep_for(10ms);
@@ -568,15 +576,22 @@ TEST_F(KolorunTest, TimeoutEndsTheJob) {
   EXPECT_NE(result.err.find("kolorun: the job did not finish within 0.5 s"), std::string::npos) << result.err;
 }
 
+// The job's files are named by a tag keyed with its secret, never by its id,
+// which other users must not learn (nor predict the names).
 TEST_F(KolorunTest, JobSharedMemoryIsRemovedAfterTheJob) {
-  auto result = run_kolorun({"-np", "2", "sh", "-c", "touch /dev/shm/kolo-$KOLO_JOB_ID-r$KOLO_RANK; echo $KOLO_JOB_ID"});
+  auto result = run_kolorun({"-np", "2", "sh", "-c",
+                             kShellJobTag + "touch /dev/shm/kolo-$t-r$KOLO_RANK; echo $KOLO_JOB_ID $KOLO_SECRET $t"});
   ASSERT_EQ(result.exit_code, 0) << result.err;
   auto out = lines_of(result.out);
   ASSERT_FALSE(out.empty());
-  std::string job_id = out[0].substr(out[0].find(':') + 1);
+  std::istringstream words(out[0].substr(out[0].find(':') + 1));
+  std::string job_id, secret, tag;
+  words >> job_id >> secret >> tag;
   ASSERT_EQ(job_id.size(), 16u);
-  EXPECT_FALSE(fs::exists("/dev/shm/kolo-" + job_id + "-r0"));
-  EXPECT_FALSE(fs::exists("/dev/shm/kolo-" + job_id + "-r1"));
+  EXPECT_EQ(tag, kolo::job_tag(secret));
+  EXPECT_NE(tag, job_id);
+  EXPECT_FALSE(fs::exists("/dev/shm/kolo-" + tag + "-r0"));
+  EXPECT_FALSE(fs::exists("/dev/shm/kolo-" + tag + "-r1"));
 }
 
 TEST_F(KolorunTest, ManyLinesFromManyRanksStayWhole) {

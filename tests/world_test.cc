@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "bootstrap/world.h"
+#include "common/job_names.h"
 #include "harness/fake_hosts.h"
 #include "harness/multiprocess.h"
 #include "kolo/kolo.h"
@@ -92,8 +93,11 @@ std::int64_t sum_of(std::int64_t value, const std::string& name) {
 TEST(Worlds, DisjointWorldsRunSideBySideThenTheJobMeetsAgain) {
   SpawnOptions options;
   options.env["KOLO_HOST_ADDR"] = "127.0.0.1";  // the simulated hosts are this one
-  std::string job_id;
-  options.on_started = [&](const StartedJob& job) { job_id = job.job_id; };
+  std::string job_id, secret;
+  options.on_started = [&](const StartedJob& job) {
+    job_id = job.job_id;
+    secret = job.secret;
+  };
   run_ranks(6, [](int rank) {
     place_on_fake_host(rank, 2, 3);
     const std::vector<int> a{5, 0, 4, 1}, b{3, 2};
@@ -115,10 +119,13 @@ TEST(Worlds, DisjointWorldsRunSideBySideThenTheJobMeetsAgain) {
     EXPECT_EQ(sum_of(1, "job.sum"), 6);
     kolo::shutdown();
   }, options);
-  // The worlds' flight directories (inside the job's) went with their sessions.
+  // The worlds' flight directories (inside the job's, named by the tag of its
+  // secret, never by its id) went with their sessions.
   ASSERT_FALSE(job_id.empty());
-  for (const auto& entry : std::filesystem::directory_iterator("/tmp"))
-    EXPECT_EQ(entry.path().filename().string().find("kolo-flight-" + job_id), std::string::npos) << entry.path();
+  for (const auto& entry : std::filesystem::directory_iterator("/tmp")) {
+    EXPECT_EQ(entry.path().filename().string().find("kolo-flight-" + job_tag(secret)), std::string::npos) << entry.path();
+    EXPECT_EQ(entry.path().filename().string().find(job_id), std::string::npos) << entry.path();
+  }
 }
 
 // A refusal on one rank alone keeps the job's sessions in step: the next init()

@@ -17,6 +17,7 @@
 #include "api/settings_check.h"
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/world.h"
+#include "common/job_names.h"
 #include "kolo/error.h"
 #include "kolo/runtime.h"
 namespace kolo {
@@ -98,8 +99,8 @@ std::unique_ptr<Session> start_session(const std::optional<std::vector<int>>& wo
     config.flight_recorder_world = bootstrap::world_name(t.job_ranks);
     job_id = bootstrap::job_id_of(t);
   }
-  if (config.flight_recorder_dir.empty())
-    config.flight_recorder_dir = "/tmp/kolo-flight-" + (job_id.empty() ? std::to_string(getpid()) : job_id);
+  // Named by the secret's tag where there is one: /tmp lists it to every user.
+  if (config.flight_recorder_dir.empty()) config.flight_recorder_dir = job_flight_dir(t.secret, job_id);
   session->config = config;
   session->engine = std::make_shared<engine::Engine>(session->job.communicator(), config);
   return session;

@@ -1,9 +1,9 @@
 // The flight recorder: each rank remembers its last N operations (name, op,
 // bytes, sequence number, state, timestamps) in a ring, at the cost of a few
 // stores per operation. On an engine error, a stall, or SIGUSR1, it writes them as
-// JSON to $KOLO_FLIGHT_RECORDER_DIR/rank<r>.json (default /tmp/kolo-flight-<job>),
-// which kolorun and `kolo-flight-report` read to say which rank is behind and on
-// which tensor.
+// JSON to $KOLO_FLIGHT_RECORDER_DIR/rank<r>.json (default /tmp/kolo-flight-<job
+// tag>, common/job_names.h), which kolorun and `kolo-flight-report` read to say
+// which rank is behind and on which tensor.
 #pragma once
 
 #include <chrono>

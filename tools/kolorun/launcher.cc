@@ -19,6 +19,7 @@
 #include "plan/store_endpoint.h"
 #include "remote/env_export.h"
 #include "remote/remote_spawner.h"
+#include "common/job_names.h"
 #include "store/store.h"
 #include "supervision/job_supervisor.h"
 #include "supervision/job_watchdog.h"
@@ -194,8 +195,10 @@ int run_launcher(const std::vector<std::string>& args) {
   SignalChannel signals;
   JobIdentity job;
   job.job_id = make_job_id();
-  ShmJanitor janitor(job.job_id);
   job.secret = kolo::store::make_secret();
+  // The job's segments and flight directory are named by its secret's tag.
+  const std::string tag = kolo::job_tag(job.secret);
+  ShmJanitor janitor(tag);
   job.network_interface = options.network_interface;
   job.host_addresses = host_addresses(job_hosts, endpoint.address, options.network_interface);
   job.num_servers = static_cast<int>(servers.size());
@@ -203,13 +206,13 @@ int run_launcher(const std::vector<std::string>& args) {
   job.cpu_binding = cpu_binding_name(options.cpu_binding);
   // Flight records go where the user said, or to a directory of this job's.
   const char* user_flight_dir = std::getenv("KOLO_FLIGHT_RECORDER_DIR");
-  job.flight_dir = user_flight_dir && *user_flight_dir ? user_flight_dir : "/tmp/kolo-flight-" + job.job_id;
+  job.flight_dir = user_flight_dir && *user_flight_dir ? user_flight_dir : kolo::job_flight_dir(job.secret, job.job_id);
   // Declared before the watchdog and the supervisor: it goes after they are done.
   OwnFlightDirectory own_flight_dir(user_flight_dir && *user_flight_dir ? "" : job.flight_dir);
   // Before the store's thread: the watchdog is forked from a process of one thread.
   WatchdogDuty duty;
   duty.processes.entries = {"KOLO_JOB_ID=" + job.job_id};
-  duty.job_id = job.job_id;
+  duty.job_tag = tag;
   duty.flight_dir = user_flight_dir && *user_flight_dir ? "" : job.flight_dir;
   JobWatchdog watchdog(std::move(duty));
   kolo::store::StoreServer store(job.secret, endpoint.address, 0);

@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 
+#include "common/job_names.h"
 #include "kolo/error.h"
 #include "local/cpu_binding.h"
 #include "local/process_spawner.h"
@@ -171,6 +172,12 @@ class RankWatch {
   std::optional<int> status_;
 };
 
+// The tag that names the job's segments (common/job_names.h); empty without a secret.
+std::string job_tag_of(const std::vector<std::string>& env) {
+  const auto secret = lookup(env, "KOLO_SECRET");
+  return secret && !secret->empty() ? kolo::job_tag(*secret) : "";
+}
+
 // This rank's (or parameter server's) processes on this host: other ranks of
 // the job may run here too, each under a --remote-exec of its own that cleans
 // up after it.
@@ -180,7 +187,7 @@ WatchdogDuty rank_watchdog_duty(const std::string& job_id, const std::vector<std
   const auto server = lookup(env, "KOLO_SERVER_RANK");
   duty.processes.entries = {"KOLO_JOB_ID=" + job_id,
                             server ? "KOLO_SERVER_RANK=" + *server : "KOLO_RANK=" + std::to_string(rank)};
-  duty.job_id = job_id;
+  duty.job_tag = job_tag_of(env);
   duty.segments_leased = true;
   return duty;
 }
@@ -206,7 +213,7 @@ int start_and_watch(const RemoteSpec& spec, const std::string& early_control, Si
     // Before the lease: a watchdog that inherited its descriptor would hold the
     // lease after this process died.
     JobWatchdog watchdog(rank_watchdog_duty(job_id, env, spec.rank));
-    HostJobLease lease(job_id);
+    HostJobLease lease(job_tag_of(env));
     RankProcess process = start_process(launch, ProcessStdio{dev_null.get(), false});
     const int status = RankWatch(spec, process.pid, signals).run(early_control);
     // What the rank left outside its group (setsid) goes before the lease does.

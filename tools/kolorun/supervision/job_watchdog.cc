@@ -60,9 +60,9 @@ constexpr milliseconds kSweepWait = kSweepLimit + milliseconds(2000);
   std::error_code ec;
   if (!duty.flight_dir.empty()) std::filesystem::remove_all(duty.flight_dir, ec);
   if (duty.segments_leased) {
-    remove_job_segments_unless_leased(duty.job_id);
+    remove_job_segments_unless_leased(duty.job_tag);
   } else {
-    ShmJanitor::remove_job_segments(duty.job_id);
+    ShmJanitor::remove_job_segments(duty.job_tag);
   }
   ::_exit(0);
 }

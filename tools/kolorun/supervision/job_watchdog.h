@@ -32,8 +32,9 @@ struct WatchdogDuty {
   // The job's processes on this host; kolorun (the watchdog's creator) and the
   // watchdog are always spared.
   JobProcessMatch processes;
-  // Whose /dev/shm segments go when kolorun dies.
-  std::string job_id;
+  // The tag of the job's /dev/shm segments (common/job_names.h), which go when
+  // kolorun dies; empty: none.
+  std::string job_tag;
   // On a host kolorun reaches remotely, other --remote-exec of the job may still
   // run there: their segments go only when none holds the host lease
   // (shm_cleanup.h).

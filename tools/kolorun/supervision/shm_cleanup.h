@@ -1,5 +1,6 @@
 // Removes the shared-memory segments a job's ranks may leave in /dev/shm (named
-// kolo-<job id>...), when the job ends however it ends.
+// kolo-<job tag>-..., the tag keyed by the job's secret: common/job_names.h),
+// when the job ends however it ends.
 #pragma once
 
 #include <string>
@@ -8,16 +9,16 @@ namespace kolorun {
 
 class ShmJanitor {
  public:
-  explicit ShmJanitor(std::string job_id) : job_id_(std::move(job_id)) {}
-  ~ShmJanitor() { remove_job_segments(job_id_); }
+  explicit ShmJanitor(std::string job_tag) : job_tag_(std::move(job_tag)) {}
+  ~ShmJanitor() { remove_job_segments(job_tag_); }
   ShmJanitor(const ShmJanitor&) = delete;
   ShmJanitor& operator=(const ShmJanitor&) = delete;
 
   // Returns how many segments were removed.
-  static int remove_job_segments(const std::string& job_id);
+  static int remove_job_segments(const std::string& job_tag);
 
  private:
-  std::string job_id_;
+  std::string job_tag_;
 };
 
 // On a host that kolorun only reaches remotely, each rank's --remote-exec holds a
@@ -26,18 +27,18 @@ class ShmJanitor {
 // keeps its segments until the next reboot.
 class HostJobLease {
  public:
-  explicit HostJobLease(std::string job_id);
+  explicit HostJobLease(std::string job_tag);
   ~HostJobLease();
   HostJobLease(const HostJobLease&) = delete;
   HostJobLease& operator=(const HostJobLease&) = delete;
 
  private:
-  std::string job_id_;
+  std::string job_tag_;
   int fd_ = -1;
 };
 
 // Removes the job's segments on this host unless some --remote-exec of the job
 // still holds its lease there (for a --remote-exec that died without letting go).
-void remove_job_segments_unless_leased(const std::string& job_id);
+void remove_job_segments_unless_leased(const std::string& job_tag);
 
 }  // namespace kolorun
