@@ -30,12 +30,12 @@ struct AllreduceOptions {
   double postscale = 1.0;
   std::string name;
   // The ranks that take part; every rank of the job by default.
-  ProcessSet process_set;
+  ProcessSet process_set{};
 };
 
 struct CollectiveOptions {
   std::string name;
-  ProcessSet process_set;
+  ProcessSet process_set{};
 };
 
 using Location = std::source_location;

@@ -13,9 +13,13 @@ std::string auto_name(const char* op, std::string_view file, unsigned line, unsi
   static std::mutex mutex;
   static std::unordered_map<std::string, std::uint64_t> counters;
   if (auto slash = file.rfind('/'); slash != std::string_view::npos) file.remove_prefix(slash + 1);
-  std::string site = std::string(op) + "@";
+  std::string site(op);
+  site += '@';
   site += file;
-  site += ":" + std::to_string(line) + ":" + std::to_string(column);
+  site += ':';
+  site += std::to_string(line);
+  site += ':';
+  site += std::to_string(column);
   std::uint64_t n;
   {
     std::lock_guard lock(mutex);

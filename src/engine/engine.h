@@ -118,7 +118,7 @@ class Engine {
     std::chrono::steady_clock::time_point started{};  // the step's start, for the timeline
     Express outcome = Express::NotApplicable;
     // A call's own failure when the step finished it (the engine goes on).
-    std::exception_ptr failure;
+    std::exception_ptr failure{};
   };
 
   // engine.cc: the thread and driving.
