@@ -9,8 +9,18 @@ case "${1:-}" in
   "" | --python) ;;
   *) echo "usage: scripts/demo.sh [--python]" >&2; exit 2 ;;
 esac
-scripts/install-deps.sh
-scripts/build.sh
+# Only what the demo runs: the packages, then kolo's core, kolorun and the
+# example (scripts/test.sh builds the rest, tests, MPI and gloo included).
+if [[ "${1:-}" == "--python" ]]; then
+  scripts/install-deps.sh --demo-python
+  python=ON target=kolo_python
+else
+  scripts/install-deps.sh --demo
+  python=OFF target=fashion_mnist
+fi
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DKOLO_BUILD_TESTS=OFF -DKOLO_WITH_GLOO=OFF -DKOLO_WITH_MPI=OFF \
+  -DKOLO_WITH_PYTHON="$python" >/dev/null
+cmake --build build -j"$(nproc)" --target kolorun "$target"
 if [[ "${1:-}" == "--python" ]]; then
   PYTHONPATH=build/python exec build/tools/kolorun/kolorun -np 2 /usr/bin/python3 examples/python/fashion_mnist.py \
     --epochs 1

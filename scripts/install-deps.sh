@@ -13,10 +13,18 @@ packages=(
   iproute2 procps gdb openssh-client openssh-server slurm-wlm
 )
 
-# --fuzz adds what the libFuzzer targets need (clang and its runtime).
-if [[ "${1:-}" == "--fuzz" ]]; then
-  packages=(clang-14 libclang-rt-14-dev)
-fi
+# --demo: only what scripts/demo.sh builds and runs (the C++ demo); --demo-python
+# adds the Python package's. --fuzz: what the libFuzzer targets need (clang and
+# its runtime).
+demo=(build-essential cmake ccache pkg-config libcli11-dev nlohmann-json3-dev zlib1g-dev
+      libtorch-dev libopenblas0-pthread dataset-fashion-mnist)
+case "${1:-}" in
+  --demo) packages=("${demo[@]}") ;;
+  --demo-python) packages=("${demo[@]}" python3-torch python3-dev pybind11-dev) ;;
+  --fuzz) packages=(clang-14 libclang-rt-14-dev) ;;
+  "") ;;
+  *) echo "usage: scripts/install-deps.sh [--demo | --demo-python | --fuzz]" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do
