@@ -49,5 +49,9 @@ void stop_timeline();
 // The transport the job's collectives run on: "self" (a job of one), "shm",
 // "gloo", "hierarchical" or "mpi".
 std::string backend();
+// Whether the job's transport reduces shareable Buffers (kolo::Buffer, the
+// shareable memory of kolo::torch's gradient buckets) in place of the peers'
+// memory, which is where such buckets pay off: shared memory on one host.
+bool works_in_shared_buffers();
 
 }  // namespace kolo

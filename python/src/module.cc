@@ -128,6 +128,7 @@ PYBIND11_MODULE(_kolo, m) {
   m.def("init", &init, py::arg("ranks") = py::none());
   m.def("shutdown", &shutdown);
   m.def("fail", &fail, py::arg("reason"));
+  m.def("works_in_shared_buffers", &kolo::works_in_shared_buffers);
   m.def("is_initialized", &kolo::is_initialized);
   m.def("rank", &kolo::rank);
   m.def("size", &kolo::size);

@@ -221,6 +221,8 @@ int cross_size() { return topology_field([](const Topology& t) { return t.cross_
 
 std::string backend() { return runtime::engine()->backend(); }
 
+bool works_in_shared_buffers() { return runtime::engine()->works_in_shared_buffers(); }
+
 void start_timeline(const std::string& path) {
   if (path.empty()) throw InvalidArgumentError("start_timeline needs a file path");
   runtime::engine()->set_timeline(path);

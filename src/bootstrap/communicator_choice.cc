@@ -83,7 +83,7 @@ std::unique_ptr<comm::GlooCommunicator> make_flat(Network network, const Topolog
 }
 
 // Every rank's view of the layout, gathered over `flat`, so that all ranks take
-// the same decision. Empty when hierarchical cannot serve the job.
+// the same decision: why hierarchical cannot serve the job, or empty when it can.
 std::string layout_problem(const Topology& t, comm::Communicator& flat) {
   const int fields = 5;
   std::vector<std::int32_t> mine{t.rank, t.local_rank, t.local_size, t.cross_rank, t.cross_size};

@@ -85,6 +85,10 @@ class Communicator {
   // counts (the engine's fused batch). This default stages them through one
   // buffer.
   virtual bool reduces_regions() const { return false; }
+  // Whether an allreduce of shareable Buffers (Placement) works in place of the
+  // peers' memory instead of copying through the transport: where gradients in
+  // shareable buckets pay off (shared memory on one host).
+  virtual bool works_in_shared_buffers() const { return false; }
   virtual void allreduce_regions(std::span<const Region> regions, DataType dtype, ReduceOp op,
                                  const ResultScale& scale);
 

@@ -134,10 +134,10 @@ class DistributedOptimizer::State : public std::enable_shared_from_this<State> {
     if (!optimizer_) throw InvalidArgumentError("DistributedOptimizer: the wrapped optimizer is null");
     check_options(options_);
     collect_parameters(named_parameters);
-    // Shared memory is the transport that works in place of shareable memory;
+    // Buckets pay off where the transport works in place of shareable memory;
     // compressed gradients travel in copies anyway.
     buckets_wanted_ = options_.compression == Compression::None && kolo::is_initialized() && kolo::size() > 1 &&
-                      kolo::backend() == "shm";
+                      kolo::works_in_shared_buffers();
   }
 
   ~State() {

@@ -73,7 +73,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         # Gradients in shareable buckets pay off where the transport works in place
         # of them (shared memory) and only when they travel as they are.
         self._buckets = None
-        if process_set.size() > 1 and compression is Compression.none and _kolo.backend() == 'shm':
+        if process_set.size() > 1 and compression is Compression.none and _kolo.works_in_shared_buffers():
             self._buckets = GradientBuckets()
         if process_set.size() > 1 and process_set.included():
             self._register_hooks()

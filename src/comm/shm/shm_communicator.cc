@@ -168,6 +168,7 @@ class ShmCommunicator final : public Communicator {
   }
 
   bool reduces_regions() const override { return true; }
+  bool works_in_shared_buffers() const override { return true; }
 
   void allreduce_regions(std::span<const Region> regions, DataType dtype, ReduceOp op,
                          const ResultScale& scale) override {
