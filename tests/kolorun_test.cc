@@ -31,6 +31,7 @@
 #include "common/job_names.h"
 #include "harness/job_processes.h"
 #include "harness/kolorun_process.h"
+#include "supervision/job_cgroup.h"
 #include "harness/temp_dir.h"
 #include "harness/time_bound.h"
 
@@ -524,6 +525,32 @@ TEST_F(KolorunTest, KillingKolorunLeavesNoProcessOfTheJobEvenInOtherSessions) {
   while (leftovers() && Clock::now() < gone_by) std::this_thread::sleep_for(10ms);
   EXPECT_TRUE(kolo::testing::processes_of_job(job).empty()) << "a process of the job outlived kolorun";
   EXPECT_FALSE(leftovers()) << "the job's shared memory stayed";
+}
+
+// A descendant that leaves the rank's session and clears its environment is in
+// no group kolorun knows and carries no job id: the job's cgroup still holds it
+// (where kolorun may make one), so the watchdog kills it too.
+TEST_F(KolorunTest, KillingKolorunKillsWhatLeftTheSessionAndTheEnvironment) {
+  if (kolorun::own_cgroup_dir().empty() || ::geteuid() != 0) GTEST_SKIP() << "no writable cgroup2 hierarchy";
+  const std::string body = "setsid env -i sleep 300 & echo $! > " + path("escaped.") + "$KOLO_RANK; sleep 300";
+  KolorunProcess process(KOLORUN_PATH, {"-np", "2", "sh", "-c", body});
+  ASSERT_TRUE(wait_for_line(path("escaped.0"), 5s).has_value());
+  ASSERT_TRUE(wait_for_line(path("escaped.1"), 5s).has_value());
+  std::vector<pid_t> escaped;
+  for (const char* rank : {"0", "1"})
+    escaped.push_back(std::stoi(*wait_for_line(path(std::string("escaped.") + rank), 1s)));
+  std::this_thread::sleep_for(200ms);  // env has exec'd sleep, without the job's environment
+  kill(process.pid(), SIGKILL);
+  process.wait(10s);
+  auto alive = [&] {
+    for (pid_t pid : escaped)
+      if (::kill(pid, 0) == 0) return true;
+    return false;
+  };
+  const auto gone_by = Clock::now() + time_bound(5s);
+  while (alive() && Clock::now() < gone_by) std::this_thread::sleep_for(10ms);
+  EXPECT_FALSE(alive()) << "a process that left the session and the environment outlived kolorun";
+  for (pid_t pid : escaped) ::kill(pid, SIGKILL);
 }
 
 // A rank that runs a job of its own (kolorun under kolorun): the outer job's

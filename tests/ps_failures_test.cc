@@ -247,7 +247,8 @@ TEST(PsFailures, ProtocolBreakersAreNamed) {
       // speaks to the server itself, with the job's secret.
       store->set("init/0/rank/1", {1});
       comm::CommunicatorOptions options;
-      auto workers = comm::make_shm_communicator(1, 2, std::string(std::getenv("KOLO_JOB_ID")) + "-0", options);
+      auto workers = comm::make_shm_communicator(1, 2, std::string(std::getenv("KOLO_JOB_ID")) + "-0", options,
+                                                 std::getenv("KOLO_SECRET"));
       comm::tcp::Mesh mesh(comm::ps::server_group(0, 1, 2, 2), *store, comm::GlooNetwork{}, options, std::getenv("KOLO_SECRET"));
       // Rank 0 pushes 100 floats to be summed as they are.
       comm::ps::PushHeader push{comm::ps::Kind::Push, DataType::Float32, ReduceOp::Sum, 0, 0, 100};

@@ -22,6 +22,7 @@
 #include "common/job_names.h"
 #include "store/store.h"
 #include "supervision/job_supervisor.h"
+#include "supervision/job_cgroup.h"
 #include "supervision/job_watchdog.h"
 #include "supervision/shm_cleanup.h"
 #include "supervision/signal_channel.h"
@@ -209,11 +210,14 @@ int run_launcher(const std::vector<std::string>& args) {
   job.flight_dir = user_flight_dir && *user_flight_dir ? user_flight_dir : kolo::job_flight_dir(job.secret, job.job_id);
   // Declared before the watchdog and the supervisor: it goes after they are done.
   OwnFlightDirectory own_flight_dir(user_flight_dir && *user_flight_dir ? "" : job.flight_dir);
+  // Before the watchdog, which kills what is in it; goes after it.
+  JobCgroup cgroup("kolo-" + tag);
   // Before the store's thread: the watchdog is forked from a process of one thread.
   WatchdogDuty duty;
   duty.processes.entries = {"KOLO_JOB_ID=" + job.job_id};
   duty.job_tag = tag;
   duty.flight_dir = user_flight_dir && *user_flight_dir ? "" : job.flight_dir;
+  duty.cgroup = cgroup.path();
   JobWatchdog watchdog(std::move(duty));
   kolo::store::StoreServer store(job.secret, endpoint.address, 0);
   job.store_addr = address_with_port(endpoint.address, store.port());
@@ -237,6 +241,7 @@ int run_launcher(const std::vector<std::string>& args) {
   const bool multi_host = spans_other_hosts(job_hosts);
   std::vector<LaunchSpec> specs = make_launch_specs(plan, program_path, options.command, job, multi_host);
   add_server_specs(specs, servers, plan, multi_host, job);
+  for (auto& spec : specs) spec.join_cgroup_fd = cgroup.join_fd();
   int status = supervisor.run(specs);
   watchdog.sweep();
   return status;

@@ -69,13 +69,16 @@ class ExecImage {
   bool bind_ = false;
 };
 
-[[noreturn]] void run_child(ExecImage& image, pid_t kolorun_pid, int stdin_fd, int stdout_fd, int stderr_fd,
-                            int status_fd) {
+[[noreturn]] void run_child(ExecImage& image, pid_t kolorun_pid, int join_cgroup_fd, int stdin_fd, int stdout_fd,
+                            int stderr_fd, int status_fd) {
   // stdout_fd / stderr_fd < 0: keep the inherited ones.
   ::setpgid(0, 0);
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   // kolorun may have died before the line above armed the death signal.
   if (::getppid() != kolorun_pid) ::_exit(kExitNotFound);
+  if (join_cgroup_fd >= 0) {
+    [[maybe_unused]] ssize_t joined = ::write(join_cgroup_fd, "0", 1);  // best effort: the env sweep remains
+  }
   SignalChannel::reset_for_child();
   image.bind_cpus();
   if (::dup2(stdin_fd, STDIN_FILENO) < 0 || (stdout_fd >= 0 && ::dup2(stdout_fd, STDOUT_FILENO) < 0) ||
@@ -122,7 +125,7 @@ RankProcess start_process(const LaunchSpec& spec, const ProcessStdio& stdio) {
   const pid_t pid = ::fork();
   if (pid < 0) throw LaunchError(system_error_text("cannot start rank " + std::to_string(spec.rank), errno), 1);
   if (pid == 0)
-    run_child(image, kolorun_pid, stdio.stdin_fd, out.write_end.get(), err.write_end.get(),
+    run_child(image, kolorun_pid, spec.join_cgroup_fd, stdio.stdin_fd, out.write_end.get(), err.write_end.get(),
               exec_status.write_end.get());
 
   // Also here, so the group exists before kolorun can signal it; fails harmlessly

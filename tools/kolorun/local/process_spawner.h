@@ -35,6 +35,9 @@ struct LaunchSpec {
   // >= 0: parameter server `server` (kolo-server), not a rank: it serves the
   // ranks, and is stopped once they have all ended (job_supervisor.h).
   int server = -1;
+  // >= 0: the job's cgroup.procs (job_cgroup.h), which the process joins
+  // before it runs anything, so that nothing it starts can leave the job.
+  int join_cgroup_fd = -1;
 };
 
 // A started rank. It leads its own process group (pgid == pid), so signalling

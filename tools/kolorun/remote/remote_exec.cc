@@ -22,6 +22,7 @@
 #include "plan/rank_environment.h"
 #include "remote/remote_protocol.h"
 #include "remote/start_word.h"
+#include "supervision/job_cgroup.h"
 #include "supervision/job_watchdog.h"
 #include "supervision/shm_cleanup.h"
 #include "supervision/signal_channel.h"
@@ -210,9 +211,14 @@ int start_and_watch(const RemoteSpec& spec, const std::string& early_control, Si
   try {
     launch.program_path = resolve_program(spec.argv.front());
     const std::string job_id = lookup(env, "KOLO_JOB_ID").value_or("");
+    // This rank's own cgroup: other --remote-exec of the job may share the host.
+    JobCgroup cgroup("kolo-" + job_tag_of(env) + "-" + std::to_string(::getpid()));
+    launch.join_cgroup_fd = cgroup.join_fd();
+    WatchdogDuty duty = rank_watchdog_duty(job_id, env, spec.rank);
+    duty.cgroup = cgroup.path();
     // Before the lease: a watchdog that inherited its descriptor would hold the
     // lease after this process died.
-    JobWatchdog watchdog(rank_watchdog_duty(job_id, env, spec.rank));
+    JobWatchdog watchdog(std::move(duty));
     HostJobLease lease(job_tag_of(env));
     RankProcess process = start_process(launch, ProcessStdio{dev_null.get(), false});
     const int status = RankWatch(spec, process.pid, signals).run(early_control);

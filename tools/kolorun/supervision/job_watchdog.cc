@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "supervision/job_cgroup.h"
 #include "supervision/shm_cleanup.h"
 
 namespace kolorun {
@@ -44,6 +45,7 @@ constexpr milliseconds kSweepWait = kSweepLimit + milliseconds(2000);
     if (n == static_cast<ssize_t>(sizeof group)) {
       if (group == kJobEnded) ::_exit(0);
       if (group == kSweep) {
+        kill_cgroup(duty.cgroup, kSweepLimit);
         kill_job_processes(duty.processes, kSweepLimit);
         ::_exit(0);
       }
@@ -56,6 +58,8 @@ constexpr milliseconds kSweepWait = kSweepLimit + milliseconds(2000);
   // the group ids, so these kills reach only the job. They also reach a process
   // that dropped the job's environment (env -i).
   for (pid_t group : groups) ::kill(-group, SIGKILL);
+  // Also what left both the groups and the job's environment (setsid, env -i).
+  kill_cgroup(duty.cgroup, kSweepLimit);
   kill_job_processes(duty.processes, kSweepLimit);
   std::error_code ec;
   if (!duty.flight_dir.empty()) std::filesystem::remove_all(duty.flight_dir, ec);

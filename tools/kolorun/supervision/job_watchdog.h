@@ -42,6 +42,9 @@ struct WatchdogDuty {
   // The job's own flight directory, removed when kolorun dies; empty when the
   // user chose it (KOLO_FLIGHT_RECORDER_DIR) or on a remote host.
   std::string flight_dir;
+  // The cgroup that holds the ranks and all they start (job_cgroup.h); empty
+  // when there is none.
+  std::string cgroup;
 };
 
 class JobWatchdog {
