@@ -124,6 +124,10 @@ std::chrono::milliseconds get_timeout(const char* name, std::chrono::millisecond
 }
 
 std::string get_choice(const char* name, const std::string& fallback, std::initializer_list<const char*> allowed) {
+  return get_choice(name, fallback, std::span<const char* const>(allowed.begin(), allowed.size()));
+}
+
+std::string get_choice(const char* name, const std::string& fallback, std::span<const char* const> allowed) {
   auto value = get(name);
   if (!value) return fallback;
   std::string listed;

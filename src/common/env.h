@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
+#include <span>
 #include <string>
 
 namespace kolo::env {
@@ -28,6 +29,7 @@ std::chrono::milliseconds get_seconds(const char* name, std::chrono::millisecond
 std::chrono::milliseconds get_timeout(const char* name, std::chrono::milliseconds fallback);
 // One of `allowed`, spelled exactly.
 std::string get_choice(const char* name, const std::string& fallback, std::initializer_list<const char*> allowed);
+std::string get_choice(const char* name, const std::string& fallback, std::span<const char* const> allowed);
 
 // Parsers used by the getters, exposed for kolorun's flags and the tests; they
 // throw kolo::InvalidArgumentError naming `what` on malformed input.
