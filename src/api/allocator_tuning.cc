@@ -4,7 +4,7 @@
 
 #include <mutex>
 
-#include "common/env.h"
+#include "common/settings.h"
 
 namespace kolo::detail {
 namespace {
@@ -12,10 +12,13 @@ namespace {
 constexpr int kMmapThreshold = 32 << 20;  // glibc's largest allowed value on 64-bit
 constexpr int kTrimThreshold = 1 << 30;
 
+KOLO_SETTING(kTuneMalloc, {.name = "KOLO_TUNE_MALLOC", .kind = settings::Kind::Flag, .fallback = "1",
+                           .doc = "init() keeps large blocks on glibc's heap and does not trim it"});
+
 }  // namespace
 
 bool tune_allocator_for_training() {
-  if (!env::get_bool("KOLO_TUNE_MALLOC", true)) return false;
+  if (!kTuneMalloc.flag()) return false;
   static bool applied = false;
   static std::once_flag once;
   std::call_once(once, [] {

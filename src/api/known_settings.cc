@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "common/logging.h"
+#include "common/settings.h"
 
 namespace kolo::detail {
 namespace {
@@ -49,29 +50,11 @@ std::string warning_for(std::string_view name) {
 }  // namespace
 
 const std::vector<std::string_view>& known_settings() {
-  static const std::vector<std::string_view> names = {
-      // The job's layout and rendezvous, set by kolorun (or by hand, docs/architecture.md).
-      "KOLO_RANK", "KOLO_SIZE", "KOLO_LOCAL_RANK", "KOLO_LOCAL_SIZE", "KOLO_CROSS_RANK", "KOLO_CROSS_SIZE",
-      "KOLO_JOB_ID", "KOLO_LAUNCHER", "KOLO_STORE_ADDR", "KOLO_SECRET", "KOLO_RENDEZVOUS_FILE", "KOLO_HOSTNAME",
-      "KOLO_HOST_ADDR", "KOLO_IFACE", "KOLO_CPU_BIND", "KOLO_MPI_HOSTS", "KOLO_MPI_HOST_ADDRS",
-      // The engine.
-      "KOLO_BACKEND", "KOLO_HIERARCHICAL", "KOLO_CYCLE_TIME", "KOLO_FUSION_THRESHOLD", "KOLO_CACHE_CAPACITY",
-      "KOLO_EAGER_BYTES", "KOLO_PEER_TIMEOUT", "KOLO_START_TIMEOUT", "KOLO_WAKE_SLICE_US", "KOLO_STALL_CHECK_TIME",
-      "KOLO_STALL_SHUTDOWN_TIME",
-      // Diagnostics.
-      "KOLO_LOG_LEVEL", "KOLO_TIMELINE", "KOLO_TIMELINE_ALL_RANKS", "KOLO_FLIGHT_RECORDER_DIR",
-      "KOLO_FLIGHT_RECORDER_SIZE",
-      // Memory.
-      "KOLO_SHAREABLE_BUFFERS", "KOLO_BUFFER_CACHE_BYTES", "KOLO_TUNE_MALLOC",
-      // The transports.
-      "KOLO_SHM_SLOT_BYTES", "KOLO_SHM_SMALL_BYTES", "KOLO_SHM_MAPPED_BYTES", "KOLO_SHM_SINGLE_COPY",
-      "KOLO_SHM_FIRST_STEP",
-      "KOLO_TCP_SMALL_BYTES", "KOLO_TCP_ROUND_BYTES", "KOLO_TCP_SPIN_US", "KOLO_TCP_CONGESTION",
-      "KOLO_GLOO_SMALL_BYTES",
-      "KOLO_GLOO_ROUND_BYTES", "KOLO_MPI_SMALL_BYTES", "KOLO_MPI_SPIN_US", "KOLO_MPI_POLL_US",
-      // Parameter servers.
-      "KOLO_NUM_SERVERS", "KOLO_PS_PARTITION_BYTES", "KOLO_SERVER_RANK",
-  };
+  static const std::vector<std::string_view> names = [] {
+    std::vector<std::string_view> all;
+    for (const settings::Setting* s : settings::declared()) all.push_back(s->name);
+    return all;
+  }();
   return names;
 }
 

@@ -1,7 +1,8 @@
-// The KOLO_* environment variables kolo and kolorun read or set. A variable of
-// that prefix outside the list is most likely a misspelt setting, which would
-// otherwise be ignored without a word (KOLO_FUSION_THRESOLD leaves fusion at its
-// default): init() warns about each one, with the known name closest to it.
+// The KOLO_* environment variables kolo and kolorun read or set: the declared
+// settings (common/settings.h). A variable of that prefix outside the list is
+// most likely a misspelt setting, which would otherwise be ignored without a
+// word (KOLO_FUSION_THRESOLD leaves fusion at its default): init() warns about
+// each one, with the known name closest to it.
 #pragma once
 
 #include <string>

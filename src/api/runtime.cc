@@ -14,10 +14,10 @@
 #include "api/allocator_tuning.h"
 #include "api/known_settings.h"
 #include "api/process_set_table.h"
-#include "api/settings_check.h"
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/world.h"
 #include "common/job_names.h"
+#include "common/settings.h"
 #include "kolo/error.h"
 #include "kolo/runtime.h"
 namespace kolo {
@@ -86,7 +86,9 @@ int g_generation = 0;
 
 // Everything init() does, outside g_mutex (only one init() runs at a time).
 std::unique_ptr<Session> start_session(const std::optional<std::vector<int>>& world_ranks) {
-  detail::check_late_settings();
+  // Every setting, also those read only later or by transports this job does not
+  // use: a bad value fails here, not in the middle of training.
+  settings::check_declared();
   detail::tune_allocator_for_training();
   auto session = std::make_unique<Session>(bootstrap::Job::join(g_generation, world_ranks));
   const Topology& t = session->job.topology();

@@ -7,7 +7,6 @@
 
 #include "bootstrap/communicator_choice.h"
 #include "bootstrap/world.h"
-#include "common/env.h"
 #include "common/logging.h"
 #include "kolo/error.h"
 #include "net/host_name.h"
@@ -87,7 +86,7 @@ Job Job::of(Topology topology, int generation, std::unique_ptr<store::StoreClien
 
 Job Job::join(int& generations, const std::optional<std::vector<int>>& world_ranks) {
   Topology t = topology_from_env();
-  const auto start_timeout = env::get_timeout("KOLO_START_TIMEOUT", std::chrono::seconds(30));
+  const auto start_timeout = comm::kStartTimeout.seconds();
   const bool world = world_ranks && !is_whole_job(*world_ranks, t.size);
   if (world) check_world_ranks(t, *world_ranks);
   const int generation = generations++;

@@ -12,8 +12,8 @@
 #include "comm/ps/ps_communicator.h"
 #include "comm/shm/shm_communicator.h"
 #include "comm/tcp/tcp_communicator.h"
-#include "common/env.h"
 #include "common/logging.h"
+#include "common/settings.h"
 #include "common/wake_slice.h"
 #include "kolo/error.h"
 
@@ -25,8 +25,17 @@ enum class Backend { Auto, Shm, Gloo, Tcp, Mpi };
 // The transport between hosts: gloo's or kolo's own sockets.
 enum class Network { Gloo, Tcp };
 
+using settings::Kind;
+
+KOLO_SETTING(kBackend, {.name = "KOLO_BACKEND", .kind = Kind::Choice, .fallback = "auto",
+                        .choices = {"auto", "shm", "gloo", "tcp", "mpi"},
+                        .doc = "the transport instead of the automatic choice"});
+// Unset is neither: the choice follows the layout.
+KOLO_SETTING(kHierarchical, {.name = "KOLO_HIERARCHICAL", .kind = Kind::Flag, .fallback = "auto",
+                             .doc = "0: flat TCP across hosts; 1: hierarchical even on one host"});
+
 Backend backend_from_env() {
-  const std::string name = env::get_choice("KOLO_BACKEND", "auto", {"auto", "shm", "gloo", "tcp", "mpi"});
+  const std::string name = kBackend.choice();
   if (name == "shm") return Backend::Shm;
   if (name == "gloo") return Backend::Gloo;
   if (name == "tcp") return Backend::Tcp;
@@ -35,14 +44,14 @@ Backend backend_from_env() {
 }
 
 std::optional<bool> hierarchical_from_env() {
-  if (!env::get("KOLO_HIERARCHICAL")) return std::nullopt;
-  return env::get_bool("KOLO_HIERARCHICAL", false);
+  if (!kHierarchical.value()) return std::nullopt;
+  return kHierarchical.flag(false);
 }
 
 comm::CommunicatorOptions options_from_env() {
   comm::CommunicatorOptions options;
-  options.peer_timeout = env::get_timeout("KOLO_PEER_TIMEOUT", options.peer_timeout);
-  options.connect_timeout = env::get_timeout("KOLO_START_TIMEOUT", options.connect_timeout);
+  options.peer_timeout = comm::kPeerTimeout.seconds(options.peer_timeout);
+  options.connect_timeout = comm::kStartTimeout.seconds(options.connect_timeout);
   options.wake_slice = wake_slice_from_env();
   return options;
 }

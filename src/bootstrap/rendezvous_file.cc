@@ -13,7 +13,7 @@
 #include <sstream>
 #include <thread>
 
-#include "common/env.h"
+#include "comm/gloo/gloo_communicator.h"
 #include "common/logging.h"
 #include "kolo/error.h"
 #include "net/host_name.h"
@@ -55,7 +55,7 @@ void write_file_atomically(const std::string& path, const std::string& content) 
 void serve(Topology& t, const std::string& path) {
   std::lock_guard lock(g_mutex);
   if (!g_served.server || g_served.path != path || g_served.job_id != t.job_id) {
-    const std::string host_addr = env::get_string("KOLO_HOST_ADDR", "");
+    const std::string host_addr = comm::kHostAddr.text();
     auto secret = store::make_secret();
     auto server = std::make_unique<store::StoreServer>(secret, host_addr.empty() ? "0.0.0.0" : host_addr, 0);
     const std::string address = (host_addr.empty() ? net::host_name() : host_addr) + ":" + std::to_string(server->port());

@@ -4,15 +4,46 @@
 
 #include "bootstrap/launcher_env.h"
 #include "bootstrap/rendezvous_file.h"
+#include "comm/communicator.h"
 #include "common/env.h"
 #include "kolo/error.h"
+#include "store/store.h"
 
 namespace kolo {
 namespace {
 
-int require_int(const char* name, int fallback) {
-  return static_cast<int>(env::get_int_in(name, fallback, 0, kMaxRanks));
+using settings::Kind;
+
+constexpr settings::Setting layout(const char* name, const char* doc) {
+  return {.name = name, .kind = Kind::Integer, .fallback = "set by kolorun", .min = 0, .max = kMaxRanks, .doc = doc};
 }
+
+constexpr settings::Setting by_kolorun(const char* name, bool tools_only, const char* doc) {
+  return {.name = name, .kind = Kind::Text, .fallback = "set by kolorun", .tools_only = tools_only, .doc = doc};
+}
+
+}  // namespace
+
+KOLO_SETTING(kRank, layout("KOLO_RANK", "this process's rank in the job"));
+KOLO_SETTING(kSize, layout("KOLO_SIZE", "the job's number of ranks"));
+KOLO_SETTING(kLocalRank, layout("KOLO_LOCAL_RANK", "this rank's index among its host's ranks"));
+KOLO_SETTING(kLocalSize, layout("KOLO_LOCAL_SIZE", "the number of ranks on this rank's host"));
+KOLO_SETTING(kCrossRank, layout("KOLO_CROSS_RANK", "the index of this rank's host"));
+KOLO_SETTING(kCrossSize, layout("KOLO_CROSS_SIZE", "the number of hosts"));
+KOLO_SETTING(kJobId, by_kolorun("KOLO_JOB_ID", false, "names the job's shared-memory segments and processes"));
+// Checked where it is read (only with KOLO_RANK): kolorun, or mpirun for `kolorun --mpi`.
+KOLO_SETTING(kLauncher, by_kolorun("KOLO_LAUNCHER", false, "what started the ranks: kolorun or mpirun"));
+KOLO_SETTING(kHostname, by_kolorun("KOLO_HOSTNAME", true, "the host kolorun placed the rank on"));
+KOLO_SETTING(kCpuBind, by_kolorun("KOLO_CPU_BIND", true, "core: kolorun binds each rank to its share of the CPUs"));
+KOLO_SETTING(kMpiHosts, by_kolorun("KOLO_MPI_HOSTS", true, "kolorun --mpi: the hosts of the job, for each rank's wrapper"));
+KOLO_SETTING(kMpiHostAddrs,
+             by_kolorun("KOLO_MPI_HOST_ADDRS", true, "kolorun --mpi: each host's KOLO_HOST_ADDR, for each rank's wrapper"));
+KOLO_SETTING(kRendezvousFile, {.name = "KOLO_RENDEZVOUS_FILE", .kind = Kind::Text, .fallback = "unset",
+                               .doc = "srun and mpirun jobs: a shared file through which rank 0 publishes its store"});
+
+namespace {
+
+int require_int(const settings::Setting& setting, int fallback) { return static_cast<int>(setting.integer(fallback)); }
 
 void check_below(const std::string& index_name, int index, const std::string& size_name, int size) {
   if (size < 1) throw InvalidArgumentError(size_name + " must be at least 1");
@@ -25,7 +56,7 @@ void check_below(const std::string& index_name, int index, const std::string& si
 // KOLO_LAUNCHER=mpirun for those that mpirun starts for it (--mpi); anything that
 // sets KOLO_RANK by hand is taken as kolorun.
 Launcher kolorun_launcher() {
-  const std::string launcher = env::get_string("KOLO_LAUNCHER", "kolorun");
+  const std::string launcher = kLauncher.text("kolorun");
   if (launcher == "kolorun") return Launcher::Kolorun;
   if (launcher == "mpirun") return Launcher::KolorunMpi;
   throw InvalidArgumentError("KOLO_LAUNCHER='" + launcher + "' is not one of kolorun, mpirun");
@@ -34,14 +65,14 @@ Launcher kolorun_launcher() {
 Topology from_kolorun_env() {
   Topology t;
   t.launcher = kolorun_launcher();
-  t.rank = require_int("KOLO_RANK", 0);
-  if (!env::get("KOLO_SIZE")) throw InvalidArgumentError("KOLO_RANK is set but KOLO_SIZE is not");
-  t.size = require_int("KOLO_SIZE", 1);
-  t.local_rank = require_int("KOLO_LOCAL_RANK", t.rank);
-  t.local_size = require_int("KOLO_LOCAL_SIZE", t.size);
-  t.cross_rank = require_int("KOLO_CROSS_RANK", 0);
-  t.cross_size = require_int("KOLO_CROSS_SIZE", 1);
-  t.job_id = env::get_string("KOLO_JOB_ID", "");
+  t.rank = require_int(kRank, 0);
+  if (!kSize.value()) throw InvalidArgumentError("KOLO_RANK is set but KOLO_SIZE is not");
+  t.size = require_int(kSize, 1);
+  t.local_rank = require_int(kLocalRank, t.rank);
+  t.local_size = require_int(kLocalSize, t.size);
+  t.cross_rank = require_int(kCrossRank, 0);
+  t.cross_size = require_int(kCrossSize, 1);
+  t.job_id = kJobId.text();
   return t;
 }
 
@@ -59,7 +90,7 @@ Names names_for(Launcher launcher) {
       return {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_STEP_TASKS_PER_NODE", "SLURM_NODEID",
               "SLURM_NNODES"};
     default:
-      return {"KOLO_RANK", "KOLO_SIZE", "KOLO_LOCAL_RANK", "KOLO_LOCAL_SIZE", "KOLO_CROSS_RANK", "KOLO_CROSS_SIZE"};
+      return {kRank.name, kSize.name, kLocalRank.name, kLocalSize.name, kCrossRank.name, kCrossSize.name};
   }
 }
 
@@ -82,14 +113,14 @@ void validate(const Topology& t) {
 // rank 0 serves one through the rendezvous file when asked to (or when a Slurm
 // job spans nodes, where the TCP communicators need it).
 void find_store(Topology& t) {
-  t.store_addr = env::get_string("KOLO_STORE_ADDR", "");
-  t.secret = env::get_string("KOLO_SECRET", "");
+  t.store_addr = store::kStoreAddr.text();
+  t.secret = store::kSecret.text();
   if (!t.store_addr.empty() || t.size == 1) return;
-  std::string path = env::get_string("KOLO_RENDEZVOUS_FILE", "");
+  std::string path = kRendezvousFile.text();
   if (path.empty() && t.launcher == Launcher::Srun && t.cross_size > 1)
     path = env::get_string("SLURM_SUBMIT_DIR", ".") + "/.kolo-rendezvous-" + t.job_id;
   if (path.empty()) return;
-  auto timeout = env::get_timeout("KOLO_START_TIMEOUT", std::chrono::seconds(30));
+  auto timeout = comm::kStartTimeout.seconds();
   rendezvous_through_file(t, path, timeout);
 }
 
@@ -107,10 +138,10 @@ const char* to_string(Launcher launcher) {
 }
 
 Topology topology_from_env() {
-  if (env::get("KOLO_RANK")) {
+  if (kRank.value()) {
     Topology t = from_kolorun_env();
-    t.store_addr = env::get_string("KOLO_STORE_ADDR", "");
-    t.secret = env::get_string("KOLO_SECRET", "");
+    t.store_addr = store::kStoreAddr.text();
+    t.secret = store::kSecret.text();
     validate(t);
     return t;
   }
@@ -119,7 +150,7 @@ Topology topology_from_env() {
   if (!launched) return Topology{};  // a job of one
   Topology t = *launched;
   // KOLO_JOB_ID still wins, e.g. to give several jobs distinct names by hand.
-  t.job_id = env::get_string("KOLO_JOB_ID", t.job_id);
+  t.job_id = kJobId.text(t.job_id);
   validate(t);
   find_store(t);
   return t;

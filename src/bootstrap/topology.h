@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "common/settings.h"
+
 namespace kolo {
 
 // Who started the processes of the job.
@@ -53,5 +55,13 @@ struct Topology {
 // Slurm job spans nodes. Throws InvalidArgumentError naming the variable for
 // missing or inconsistent values.
 Topology topology_from_env();
+
+// The variables kolorun sets for each rank: its place in the job (KOLO_RANK, ...),
+// the job's id and launcher, and those only kolorun's own code reads in a rank's
+// environment (the host name, the CPU binding, the host plan of `kolorun --mpi`);
+// and KOLO_RENDEZVOUS_FILE, set by hand for srun and mpirun jobs.
+extern const settings::Setting kRank, kSize, kLocalRank, kLocalSize, kCrossRank, kCrossSize;
+extern const settings::Setting kJobId, kLauncher, kRendezvousFile;
+extern const settings::Setting kHostname, kCpuBind, kMpiHosts, kMpiHostAddrs;
 
 }  // namespace kolo

@@ -8,6 +8,11 @@
 
 namespace kolo::comm {
 
+KOLO_SETTING(kPeerTimeout, {.name = "KOLO_PEER_TIMEOUT", .kind = settings::Kind::Timeout, .fallback = "30",
+                            .doc = "seconds a peer may make no progress before it is declared failed"});
+KOLO_SETTING(kStartTimeout, {.name = "KOLO_START_TIMEOUT", .kind = settings::Kind::Timeout, .fallback = "30",
+                             .doc = "seconds init() waits for every rank to arrive"});
+
 void Communicator::allreduce_scaled(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
                                     const ResultScale& scale, Placement placement) {
   allreduce(send, recv, count, dtype, op, placement);

@@ -27,6 +27,7 @@
 #include "comm/placement.h"
 #include "comm/regions.h"
 #include "comm/result_scale.h"
+#include "common/settings.h"
 #include "kolo/types.h"
 
 namespace kolo::comm {
@@ -56,6 +57,10 @@ struct CommunicatorOptions {
   // instead of after their slices. 0 leaves the kernel's slice (KOLO_WAKE_SLICE_US).
   std::chrono::microseconds wake_slice{100};
 };
+
+// The two timeouts above, which bootstrap (KOLO_START_TIMEOUT also for the
+// rendezvous) and kolo-server read as well.
+extern const settings::Setting kPeerTimeout, kStartTimeout;
 
 class Communicator {
  public:

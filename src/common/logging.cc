@@ -6,7 +6,7 @@
 #include <cstring>
 #include <string>
 
-#include "common/env.h"
+#include "common/settings.h"
 #include "kolo/error.h"
 
 namespace kolo::log {
@@ -14,7 +14,8 @@ namespace {
 
 std::atomic<int> g_rank{-1};
 
-constexpr const char* kLevelVariable = "KOLO_LOG_LEVEL";
+KOLO_SETTING(kLevel, {.name = "KOLO_LOG_LEVEL", .kind = settings::Kind::Choice, .fallback = "warning",
+                      .choices = {"error", "warning", "info", "debug"}, .doc = "the least severe log lines written"});
 
 Level level_from(const std::string& value) {
   if (value == "error") return Level::Error;
@@ -23,12 +24,10 @@ Level level_from(const std::string& value) {
   return Level::Warning;
 }
 
-std::string level_setting() { return env::get_choice(kLevelVariable, "warning", {"error", "warning", "info", "debug"}); }
-
 // The log must never throw: a bad value (which init() refuses) logs at warning.
 Level level_from_env() {
   try {
-    return level_from(level_setting());
+    return level_from(kLevel.choice());
   } catch (const std::exception&) {
     return Level::Warning;
   }
@@ -53,7 +52,6 @@ bool enabled(Level level) {
 
 void set_rank(int rank) { g_rank.store(rank); }
 
-void check_level_setting() { level_setting(); }
 
 bool Throttle::allow(std::uint64_t& held_back) {
   const auto now = std::chrono::steady_clock::now();

@@ -16,9 +16,6 @@ bool enabled(Level level);
 // The rank shown in the prefix; -1 (the default) shows none.
 void set_rank(int rank);
 void write(Level level, const std::string& message);
-// Throws InvalidArgumentError when KOLO_LOG_LEVEL is set but is not a level
-// (init() checks it: the log itself falls back to warning, as it never throws).
-void check_level_setting();
 
 // Lets one message through per `interval`, for warnings that a flood (of bad
 // connections, say) would repeat thousands of times; the next one let through is

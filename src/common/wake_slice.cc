@@ -8,7 +8,7 @@
 #include <cstring>
 #include <string>
 
-#include "common/env.h"
+#include "common/settings.h"
 #include "kolo/error.h"
 
 namespace kolo {
@@ -116,10 +116,14 @@ std::chrono::microseconds caller_wake_slice() {
   return std::chrono::microseconds(caller_slice_us.load(std::memory_order_relaxed));
 }
 
+KOLO_SETTING(kWakeSlice, {.name = "KOLO_WAKE_SLICE_US", .kind = settings::Kind::Integer, .fallback = "100", .min = 0,
+                          .max = 100000, .check = [] { wake_slice_from_env(); },
+                          .doc = "the scheduler slice a thread asks for once it sleeps for a peer"});
+
 std::chrono::microseconds wake_slice_from_env() {
-  const auto us = env::get_int_in("KOLO_WAKE_SLICE_US", 100, 0, 100000);
+  const auto us = kWakeSlice.integer();
   if (us > 0 && us < 100)
-    throw InvalidArgumentError("KOLO_WAKE_SLICE_US='" + std::to_string(us) +
+    throw InvalidArgumentError(std::string(kWakeSlice.name) + "='" + std::to_string(us) +
                                "' is below the kernel's shortest slice; allowed: 0 (the kernel's own slice) or "
                                "100 to 100000");
   return std::chrono::microseconds(us);

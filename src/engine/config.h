@@ -6,6 +6,8 @@
 #include <optional>
 #include <string>
 
+#include "common/settings.h"
+
 namespace kolo::engine {
 
 struct EngineConfig {
@@ -43,5 +45,10 @@ struct EngineConfig {
 
   static EngineConfig from_env();
 };
+
+// Compared across ranks when the engine starts (engine.cc).
+extern const settings::Setting kFusionThreshold, kCacheCapacity, kEagerBytes;
+// kolorun chooses it for the ranks unless the user did.
+extern const settings::Setting kFlightRecorderDir;
 
 }  // namespace kolo::engine

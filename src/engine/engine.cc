@@ -55,9 +55,9 @@ Engine::Engine(std::unique_ptr<comm::Communicator> comm, EngineConfig config)
 
 void Engine::start() {
   std::vector<SharedSetting> shared{
-      {"KOLO_FUSION_THRESHOLD", static_cast<std::int64_t>(config_.fusion_threshold)},
-      {"KOLO_CACHE_CAPACITY", static_cast<std::int64_t>(config_.cache_capacity)},
-      {"KOLO_EAGER_BYTES", static_cast<std::int64_t>(agreement_.eager_bytes())}};
+      {kFusionThreshold.name, static_cast<std::int64_t>(config_.fusion_threshold)},
+      {kCacheCapacity.name, static_cast<std::int64_t>(config_.cache_capacity)},
+      {kEagerBytes.name, static_cast<std::int64_t>(agreement_.eager_bytes())}};
   const auto transport = comm_->shared_settings();
   shared.insert(shared.end(), transport.begin(), transport.end());
   check_ranks_agree(*comm_, shared);

@@ -4,11 +4,20 @@
 #include <string>
 #include <vector>
 
+#include "common/settings.h"
 #include "kolo/error.h"
 
 namespace kolo::engine {
 
 void check_ranks_agree(comm::Communicator& comm, std::span<const SharedSetting> settings) {
+  // The declarations say which settings must agree (Scope::AllRanks), for the
+  // README and the tests: a comparison they do not declare is a bug, in a job of
+  // one too.
+  for (const auto& s : settings) {
+    const auto* declared = ::kolo::settings::find(s.name);
+    if (declared == nullptr || declared->scope != ::kolo::settings::Scope::AllRanks)
+      throw InvalidArgumentError("internal: " + s.name + " is compared across ranks but not declared Scope::AllRanks");
+  }
   const int n = comm.size();
   const std::size_t count = settings.size();
   if (n == 1 || count == 0) return;

@@ -15,7 +15,8 @@ namespace kolo::engine {
 using comm::SharedSetting;
 
 // One allgather of every rank's values; throws InvalidArgumentError on every rank,
-// with the same message, when any of them differ.
+// with the same message, when any of them differ. Each must be declared
+// Scope::AllRanks (common/settings.h).
 void check_ranks_agree(comm::Communicator& comm, std::span<const SharedSetting> settings);
 
 }  // namespace kolo::engine

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <iterator>
 
-#include "common/env.h"
+#include "common/settings.h"
 #include "memory/shareable_memory.h"
 
 namespace kolo::detail {
@@ -28,11 +28,12 @@ MappingCache& MappingCache::process() {
   return *cache;
 }
 
-std::size_t MappingCache::limit_from_env() {
-  // A limit, never allocated as a whole: up to 1024G.
-  return static_cast<std::size_t>(
-      env::get_int_in("KOLO_BUFFER_CACHE_BYTES", std::int64_t{512} << 20, 0, std::int64_t{1} << 40));
-}
+// A limit, never allocated as a whole: up to 1024G.
+KOLO_SETTING(kBufferCacheBytes, {.name = "KOLO_BUFFER_CACHE_BYTES", .kind = settings::Kind::Integer, .fallback = "512M",
+                                 .min = 0, .max = std::int64_t{1} << 40,
+                                 .doc = "bytes of released outputs kept for the next output of the same size"});
+
+std::size_t MappingCache::limit_from_env() { return static_cast<std::size_t>(kBufferCacheBytes.integer()); }
 
 void MappingCache::lock_for_fork() { mutex_.lock(); }
 void MappingCache::unlock_after_fork() { mutex_.unlock(); }

@@ -14,11 +14,15 @@
 #include <utility>
 #include <vector>
 
-#include "common/env.h"
+#include "common/settings.h"
 #include "memory/mapping_cache.h"
 
 namespace kolo::detail {
 namespace {
+
+KOLO_SETTING(kShareableBuffers, {.name = "KOLO_SHAREABLE_BUFFERS", .kind = settings::Kind::Choice, .fallback = "auto",
+                                 .choices = {"0", "1", "auto"},
+                                 .doc = "which Buffers are memfds the host's other ranks can map"});
 
 // The live shareable mappings' descriptors, which it owns. Changed once per
 // fresh shareable Buffer and per mapping the cache unmaps, read only by fork(),
@@ -100,7 +104,7 @@ bool shmem_huge_pages() {
 bool wants_shareable(bool requested) {
   // Read at every large allocation (cheap beside a mapping), so that a program
   // or a test may change it.
-  const std::string value = env::get_choice("KOLO_SHAREABLE_BUFFERS", "auto", {"0", "1", "auto"});
+  const std::string value = kShareableBuffers.choice();
   if (value == "auto") return requested || shmem_huge_pages();
   return value == "1";
 }

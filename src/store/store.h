@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "common/settings.h"
 #include "net/accept.h"
 
 namespace kolo::store {
@@ -111,5 +112,8 @@ StoreAddress parse_store_address(const std::string& text);
 
 // A random secret suitable for a job: 32 bytes from the kernel, hex-encoded.
 std::string make_secret();
+
+// KOLO_STORE_ADDR and KOLO_SECRET, which kolorun gives every rank.
+extern const settings::Setting kStoreAddr, kSecret;
 
 }  // namespace kolo::store

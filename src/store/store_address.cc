@@ -1,9 +1,13 @@
 // Finding the job's store from the environment kolorun sets.
-#include "common/env.h"
 #include "kolo/error.h"
 #include "store/store.h"
 
 namespace kolo::store {
+
+KOLO_SETTING(kStoreAddr, {.name = "KOLO_STORE_ADDR", .kind = settings::Kind::Text, .fallback = "set by kolorun",
+                          .doc = "host:port of the job's rendezvous store"});
+KOLO_SETTING(kSecret, {.name = "KOLO_SECRET", .kind = settings::Kind::Text, .fallback = "set by kolorun",
+                       .doc = "the job's secret, which the store and the ranks' connections require"});
 
 StoreAddress parse_store_address(const std::string& text) {
   const auto colon = text.rfind(':');
@@ -32,8 +36,8 @@ StoreAddress parse_store_address(const std::string& text) {
 }
 
 std::unique_ptr<StoreClient> StoreClient::connect_from_env(milliseconds timeout) {
-  const auto address = env::get("KOLO_STORE_ADDR");
-  const auto secret = env::get("KOLO_SECRET");
+  const auto address = kStoreAddr.value();
+  const auto secret = kSecret.value();
   if (!address || address->empty()) {
     throw InvalidArgumentError("KOLO_STORE_ADDR is not set: start the job with kolorun, which runs the store");
   }

@@ -22,7 +22,9 @@
 #include <exception>
 #include <string>
 
+#include "bootstrap/topology.h"
 #include "comm/ps/ps_server.h"
+#include "comm/ps/ps_settings.h"
 #include "common/env.h"
 #include "kolo/error.h"
 #include "store/store.h"
@@ -38,17 +40,20 @@ constexpr const char* kUsage =
 
 kolo::comm::ps::ServerSetup setup_from_env() {
   using namespace kolo;
-  if (!env::get("KOLO_SERVER_RANK")) throw InvalidArgumentError("KOLO_SERVER_RANK is not set");
-  if (!env::get("KOLO_NUM_SERVERS")) throw InvalidArgumentError("KOLO_NUM_SERVERS is not set");
-  if (!env::get("KOLO_SIZE")) throw InvalidArgumentError("KOLO_SIZE (the number of workers) is not set");
+  using comm::ps::kNumServers, comm::ps::kServerRank;
+  if (!kServerRank.value()) throw InvalidArgumentError("KOLO_SERVER_RANK is not set");
+  if (!kNumServers.value()) throw InvalidArgumentError("KOLO_NUM_SERVERS is not set");
+  if (!kSize.value()) throw InvalidArgumentError("KOLO_SIZE (the number of workers) is not set");
+  // Tighter than the ranks' bounds: a server serves at least one worker, as one
+  // of at least one server.
   comm::ps::ServerSetup s;
-  s.servers = static_cast<int>(env::get_int_in("KOLO_NUM_SERVERS", 1, 1, 4096));
-  s.server = static_cast<int>(env::get_int_in("KOLO_SERVER_RANK", 0, 0, s.servers - 1));
-  s.workers = static_cast<int>(env::get_int_in("KOLO_SIZE", 1, 1, 1 << 20));
-  s.secret = env::get_string("KOLO_SECRET", "");
-  s.options.peer_timeout = env::get_timeout("KOLO_PEER_TIMEOUT", s.options.peer_timeout);
-  s.options.connect_timeout = env::get_timeout("KOLO_START_TIMEOUT", s.options.connect_timeout);
-  s.network = comm::GlooNetwork::from_env(env::get_int_in("KOLO_CROSS_SIZE", 1, 1, 1 << 20) == 1);
+  s.servers = static_cast<int>(env::get_int_in(kNumServers.name, 1, 1, kNumServers.max));
+  s.server = static_cast<int>(env::get_int_in(kServerRank.name, 0, 0, s.servers - 1));
+  s.workers = static_cast<int>(env::get_int_in(kSize.name, 1, 1, 1 << 20));
+  s.secret = store::kSecret.text();
+  s.options.peer_timeout = comm::kPeerTimeout.seconds(s.options.peer_timeout);
+  s.options.connect_timeout = comm::kStartTimeout.seconds(s.options.connect_timeout);
+  s.network = comm::GlooNetwork::from_env(env::get_int_in(kCrossSize.name, 1, 1, 1 << 20) == 1);
   return s;
 }
 

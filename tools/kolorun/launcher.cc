@@ -20,6 +20,7 @@
 #include "remote/env_export.h"
 #include "remote/remote_spawner.h"
 #include "common/job_names.h"
+#include "engine/config.h"
 #include "store/store.h"
 #include "supervision/job_supervisor.h"
 #include "supervision/job_cgroup.h"
@@ -206,7 +207,7 @@ int run_launcher(const std::vector<std::string>& args) {
   job.hosts = static_cast<int>(job_hosts.hosts.size());
   job.cpu_binding = cpu_binding_name(options.cpu_binding);
   // Flight records go where the user said, or to a directory of this job's.
-  const char* user_flight_dir = std::getenv("KOLO_FLIGHT_RECORDER_DIR");
+  const char* user_flight_dir = std::getenv(kolo::engine::kFlightRecorderDir.name);
   job.flight_dir = user_flight_dir && *user_flight_dir ? user_flight_dir : kolo::job_flight_dir(job.secret, job.job_id);
   // Declared before the watchdog and the supervisor: it goes after they are done.
   OwnFlightDirectory own_flight_dir(user_flight_dir && *user_flight_dir ? "" : job.flight_dir);

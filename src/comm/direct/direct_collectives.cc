@@ -39,10 +39,31 @@
 
 #include "common/env.h"
 #include "common/reduce.h"
+#include "common/settings.h"
 #include "kolo/error.h"
 
 namespace kolo::comm::direct {
 namespace {
+
+using settings::Kind;
+using settings::Scope;
+
+// Both cut a collective into messages: ranks that disagree would post different ones.
+KOLO_SETTING(kTcpSmallBytes, {.name = "KOLO_TCP_SMALL_BYTES", .kind = Kind::Integer, .fallback = "64K", .min = 0,
+                              .max = env::kMaxSettingBytes, .scope = Scope::AllRanks,
+                              .doc = "tcp: an allreduce up to this size is one exchange of whole inputs"});
+KOLO_SETTING(kTcpRoundBytes, {.name = "KOLO_TCP_ROUND_BYTES", .kind = Kind::Integer,
+                              .fallback = "128K / (ranks - 1)", .min = 1024, .max = Tuning::kMaxRoundBytes,
+                              .scope = Scope::AllRanks, .doc = "tcp: the reduce-scatter's round per peer"});
+KOLO_SETTING(kGlooSmallBytes, {.name = "KOLO_GLOO_SMALL_BYTES", .kind = Kind::Integer, .fallback = "64K", .min = 0,
+                               .max = env::kMaxSettingBytes, .scope = Scope::AllRanks,
+                               .doc = "gloo: an allreduce up to this size is one exchange of whole inputs"});
+KOLO_SETTING(kGlooRoundBytes, {.name = "KOLO_GLOO_ROUND_BYTES", .kind = Kind::Integer, .fallback = "1M", .min = 1024,
+                               .max = Tuning::kMaxRoundBytes, .scope = Scope::AllRanks,
+                               .doc = "gloo: the reduce-scatter's round per peer"});
+// Tuning::from_env reads any prefix's with tcp's bounds.
+static_assert(kGlooSmallBytes.min == kTcpSmallBytes.min && kGlooSmallBytes.max == kTcpSmallBytes.max);
+static_assert(kGlooRoundBytes.min == kTcpRoundBytes.min && kGlooRoundBytes.max == kTcpRoundBytes.max);
 
 std::vector<std::size_t> even_blocks(std::size_t count, int n) {
   std::vector<std::size_t> counts(n, count / n);
@@ -95,13 +116,14 @@ int peer_index(int k, int me) { return k < me ? k : k - 1; }
 }  // namespace
 
 Tuning Tuning::from_env(const std::string& prefix, Tuning defaults) {
+  const std::string small_name = prefix + "_SMALL_BYTES", round_name = prefix + "_ROUND_BYTES";
+  settings::Setting small = kTcpSmallBytes, round = kTcpRoundBytes;
+  small.name = small_name.c_str();
+  round.name = round_name.c_str();
   Tuning t = defaults;
-  const std::string small = prefix + "_SMALL_BYTES", round = prefix + "_ROUND_BYTES";
-  t.small_bytes = static_cast<std::size_t>(
-      env::get_int_in(small.c_str(), static_cast<std::int64_t>(t.small_bytes), 0, env::kMaxSettingBytes));
+  t.small_bytes = static_cast<std::size_t>(small.integer(static_cast<std::int64_t>(t.small_bytes)));
   // Unset keeps the default, 0 (automatic) included: only a setting must be at least 1 KiB.
-  t.round_bytes = static_cast<std::size_t>(
-      env::get_int_in(round.c_str(), static_cast<std::int64_t>(t.round_bytes), 1024, kMaxRoundBytes));
+  t.round_bytes = static_cast<std::size_t>(round.integer(static_cast<std::int64_t>(t.round_bytes)));
   return t;
 }
 

@@ -27,6 +27,10 @@ struct GlooNetwork {
   static GlooNetwork from_env(bool all_local);
 };
 
+// kolorun chooses them for each host's ranks; the rendezvous file's store listens
+// on KOLO_HOST_ADDR too.
+extern const settings::Setting kHostAddr, kIface;
+
 // The address a rank listens on for `network` (a numeric address or a host name
 // the peers resolve), and where it came from, for errors.
 struct ListenAddress {

@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include "comm/gloo/gloo_communicator.h"
-#include "common/env.h"
 #include "kolo/error.h"
 #include "net/host_name.h"
 #include "net/socket.h"
@@ -54,10 +53,16 @@ std::string interface_address(const std::string& iface) {
 
 }  // namespace
 
+KOLO_SETTING(kHostAddr, {.name = "KOLO_HOST_ADDR", .kind = settings::Kind::Text,
+                         .fallback = "set by kolorun across hosts",
+                         .doc = "the address this rank's TCP connections use"});
+KOLO_SETTING(kIface, {.name = "KOLO_IFACE", .kind = settings::Kind::Text, .fallback = "set by kolorun across hosts",
+                      .doc = "the network interface whose address this rank's TCP connections use"});
+
 GlooNetwork GlooNetwork::from_env(bool all_local) {
   GlooNetwork network;
-  network.host_addr = env::get_string("KOLO_HOST_ADDR", "");
-  network.iface = env::get_string("KOLO_IFACE", "");
+  network.host_addr = kHostAddr.text();
+  network.iface = kIface.text();
   network.all_local = all_local;
   return network;
 }

@@ -19,8 +19,8 @@
 
 #include "comm/mpi/mpi_ops.h"
 #include "comm/mpi/mpi_session.h"
+#include "comm/mpi/mpi_settings.h"
 #include "comm/mpi/mpi_wait.h"
-#include "common/env.h"
 #include "common/reduce.h"
 #include "kolo/error.h"
 
@@ -28,9 +28,7 @@ namespace kolo::comm {
 namespace {
 
 // KOLO_MPI_SMALL_BYTES: allreduce up to this size in one MPI_Allreduce call.
-std::size_t small_bytes_from_env() {
-  return static_cast<std::size_t>(env::get_int_in("KOLO_MPI_SMALL_BYTES", 64 * 1024, 0, env::kMaxSettingBytes));
-}
+std::size_t small_bytes_from_env() { return static_cast<std::size_t>(mpi_impl::kSmallBytes.integer()); }
 
 using mpi_impl::check_mpi;
 using mpi_impl::ReductionOps;
@@ -97,7 +95,7 @@ class MpiCommunicator final : public Communicator {
   std::string name() const override { return "mpi"; }
   // Ranks on either side of it would call different MPI collectives.
   std::vector<SharedSetting> shared_settings() const override {
-    return {{"KOLO_MPI_SMALL_BYTES", static_cast<std::int64_t>(small_bytes_)}};
+    return {{mpi_impl::kSmallBytes.name, static_cast<std::int64_t>(small_bytes_)}};
   }
 
   void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
@@ -288,11 +286,6 @@ class MpiCommunicator final : public Communicator {
 }  // namespace
 
 bool mpi_available() { return true; }
-
-void check_mpi_settings() {
-  mpi_impl::PollPolicy::from_env();
-  small_bytes_from_env();
-}
 
 std::unique_ptr<Communicator> make_mpi_communicator(const CommunicatorOptions& options) {
   return std::make_unique<MpiCommunicator>(options);

@@ -16,11 +16,7 @@ bool mpi_available();
 // MPI_THREAD_MULTIPLE unless the program already did (it must have asked for at
 // least MPI_THREAD_SERIALIZED: kolo calls MPI from one thread at a time, whichever
 // runs a cycle, docs/thread_model.md), and then finalizes it at exit. Tunables: KOLO_MPI_SPIN_US, KOLO_MPI_POLL_US,
-// KOLO_MPI_SMALL_BYTES (mpi_wait.h, mpi_communicator.cc).
+// KOLO_MPI_SMALL_BYTES (mpi_settings.h).
 std::unique_ptr<Communicator> make_mpi_communicator(const CommunicatorOptions& options);
-
-// Reads the tunables above, so that a bad value fails init() even in a job that
-// does not use MPI.
-void check_mpi_settings();
 
 }  // namespace kolo::comm

@@ -6,9 +6,6 @@ namespace kolo::comm {
 
 bool mpi_available() { return false; }
 
-// Nothing reads the MPI settings in this build, so no value of them can fail.
-void check_mpi_settings() {}
-
 std::unique_ptr<Communicator> make_mpi_communicator(const CommunicatorOptions&) {
   throw InvalidArgumentError("KOLO_BACKEND=mpi, but kolo was built without MPI (KOLO_WITH_MPI=OFF); rebuild with "
                              "-DKOLO_WITH_MPI=ON (needs libopenmpi-dev), or choose another KOLO_BACKEND");

@@ -3,16 +3,15 @@
 #include <thread>
 
 #include "comm/mpi/mpi_session.h"
-#include "common/env.h"
+#include "comm/mpi/mpi_settings.h"
 #include "kolo/error.h"
 
 namespace kolo::comm::mpi_impl {
 
 PollPolicy PollPolicy::from_env() {
   PollPolicy p;
-  // Up to a second, as KOLO_TCP_SPIN_US.
-  p.spin = std::chrono::microseconds(env::get_int_in("KOLO_MPI_SPIN_US", p.spin.count(), 0, 1000000));
-  p.poll = std::chrono::microseconds(env::get_int_in("KOLO_MPI_POLL_US", p.poll.count(), 0, 1000000));
+  p.spin = std::chrono::microseconds(kSpinUs.integer());
+  p.poll = std::chrono::microseconds(kPollUs.integer());
   return p;
 }
 

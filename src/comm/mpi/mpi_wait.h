@@ -22,9 +22,10 @@
 
 namespace kolo::comm::mpi_impl {
 
+// KOLO_MPI_SPIN_US and KOLO_MPI_POLL_US (mpi_settings.h, which gives the defaults).
 struct PollPolicy {
-  std::chrono::microseconds spin{500};
-  std::chrono::microseconds poll{100};
+  std::chrono::microseconds spin{};
+  std::chrono::microseconds poll{};
   static PollPolicy from_env();
 };
 

@@ -37,8 +37,8 @@ class PsCommunicator final : public Communicator {
   // servers, would push out of step with the rest.
   std::vector<SharedSetting> shared_settings() const override {
     auto settings = workers_->shared_settings();
-    settings.push_back({"KOLO_NUM_SERVERS", static_cast<std::int64_t>(plan_.servers)});
-    settings.push_back({"KOLO_PS_PARTITION_BYTES", static_cast<std::int64_t>(plan_.partition_bytes)});
+    settings.push_back({kNumServers.name, static_cast<std::int64_t>(plan_.servers)});
+    settings.push_back({kPartitionBytes.name, static_cast<std::int64_t>(plan_.partition_bytes)});
     return settings;
   }
 

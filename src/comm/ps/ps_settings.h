@@ -11,6 +11,8 @@
 
 #include <cstddef>
 
+#include "common/settings.h"
+
 namespace kolo::comm::ps {
 
 struct PsSettings {
@@ -20,5 +22,8 @@ struct PsSettings {
   // Throws InvalidArgumentError naming the variable for a bad value.
   static PsSettings from_env();
 };
+
+// kolo-server reads them too, and KOLO_SERVER_RANK only it.
+extern const settings::Setting kNumServers, kPartitionBytes, kServerRank;
 
 }  // namespace kolo::comm::ps

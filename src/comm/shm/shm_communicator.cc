@@ -125,6 +125,7 @@
 #include "comm/shm/shm_segment.h"
 #include "comm/shm/shm_single_copy.h"
 #include "common/env.h"
+#include "common/settings.h"
 #include "kolo/error.h"
 
 namespace kolo::comm {
@@ -132,9 +133,24 @@ namespace {
 
 using shm::ShmChannel;
 
-constexpr std::size_t kDefaultSlotBytes = std::size_t{1} << 20;
-constexpr std::size_t kDefaultSmallBytes = std::size_t{64} << 10;
-constexpr std::size_t kDefaultMappedBytes = std::size_t{1} << 20;
+using settings::Kind;
+using settings::Scope;
+
+// Read by rank 0, which records them in the segment for the others.
+// The segment holds 2 slots per rank: a bounded slot keeps its size from wrapping.
+KOLO_SETTING(kSlotBytes, {.name = "KOLO_SHM_SLOT_BYTES", .kind = Kind::Integer, .fallback = "1M", .min = 4096,
+                          .max = env::kMaxSettingBytes, .scope = Scope::RankZero,
+                          .doc = "bytes of each of a rank's two pipeline slots"});
+KOLO_SETTING(kSmallBytes, {.name = "KOLO_SHM_SMALL_BYTES", .kind = Kind::Integer, .fallback = "64K", .min = 0,
+                           .max = env::kMaxSettingBytes, .scope = Scope::RankZero,
+                           .doc = "an allreduce up to this size takes the one-step path"});
+KOLO_SETTING(kMappedBytes, {.name = "KOLO_SHM_MAPPED_BYTES", .kind = Kind::Integer, .fallback = "1M", .min = 0,
+                            .max = env::kMaxSettingBytes, .scope = Scope::RankZero,
+                            .doc = "collectives from this size on shareable Buffers work in place"});
+// Tests only: start the step counters close to 2^32 to exercise wraparound.
+KOLO_SETTING(kFirstStep, {.name = "KOLO_SHM_FIRST_STEP", .kind = Kind::Integer, .fallback = "0", .min = 0,
+                          .max = UINT32_MAX, .scope = Scope::RankZero,
+                          .doc = "tests only: the step counters' first value"});
 
 class ShmCommunicator final : public Communicator {
  public:
@@ -377,24 +393,17 @@ class ShmCommunicator final : public Communicator {
 
 shm::SegmentConfig config_from_env(int size) {
   shm::SegmentConfig config;
-  // The segment holds 2 slots per rank: a bounded slot keeps its size from wrapping.
-  auto slot = env::get_int_in("KOLO_SHM_SLOT_BYTES", static_cast<std::int64_t>(kDefaultSlotBytes), 4096,
-                              env::kMaxSettingBytes);
-  auto small = env::get_int_in("KOLO_SHM_SMALL_BYTES", static_cast<std::int64_t>(kDefaultSmallBytes), 0,
-                               env::kMaxSettingBytes);
-  auto mapped = env::get_int_in("KOLO_SHM_MAPPED_BYTES", static_cast<std::int64_t>(kDefaultMappedBytes), 0,
-                                env::kMaxSettingBytes);
+  const auto slot = kSlotBytes.integer(), small = kSmallBytes.integer(), mapped = kMappedBytes.integer();
   // Every rank needs at least a few cache lines per peer in a slot (the
   // per-peer sub-slots of reduce_scatter and alltoallv) and room for the
   // alltoallv size table.
   const auto min_slot = static_cast<std::int64_t>(std::max<std::size_t>(4096, static_cast<std::size_t>(size) * 256));
   if (slot < min_slot) {
-    throw InvalidArgumentError("KOLO_SHM_SLOT_BYTES=" + std::to_string(slot) + " is too small for " +
+    throw InvalidArgumentError(std::string(kSlotBytes.name) + "=" + std::to_string(slot) + " is too small for " +
                                std::to_string(size) + " ranks (minimum " + std::to_string(min_slot) + ")");
   }
   config.mapped_bytes = mapped == 0 ? SIZE_MAX : static_cast<std::size_t>(mapped);
-  // Tests only: start the step counters close to 2^32 to exercise wraparound.
-  config.first_step = static_cast<std::uint32_t>(env::get_int_in("KOLO_SHM_FIRST_STEP", 0, 0, UINT32_MAX));
+  config.first_step = static_cast<std::uint32_t>(kFirstStep.integer());
   config.slot_bytes = static_cast<std::size_t>(slot) / shm::kPageSize * shm::kPageSize;
   config.small_bytes = std::min(static_cast<std::size_t>(small), config.slot_bytes);
   config.single_copy = shm::single_copy_mode_from_env();
@@ -402,10 +411,6 @@ shm::SegmentConfig config_from_env(int size) {
 }
 
 }  // namespace
-
-void check_shm_settings() {
-  config_from_env(1);
-}
 
 std::unique_ptr<Communicator> make_shm_communicator(int rank, int size, const std::string& job_id,
                                                     const CommunicatorOptions& options, const std::string& secret) {

@@ -39,8 +39,4 @@ std::unique_ptr<Communicator> make_shm_communicator(int rank, int size, const st
                                                     const CommunicatorOptions& options,
                                                     const std::string& secret = {});
 
-// Reads the tunables above as rank 0 would (for one rank), so that a bad value
-// fails init() even in a job that never builds this communicator.
-void check_shm_settings();
-
 }  // namespace kolo::comm

@@ -12,12 +12,16 @@
 #include <vector>
 
 #include "comm/shm/shm_collectives.h"
-#include "common/env.h"
 #include "common/logging.h"
+#include "common/settings.h"
 #include "kolo/error.h"
 
 namespace kolo::comm::shm {
 namespace {
+
+KOLO_SETTING(kSingleCopy, {.name = "KOLO_SHM_SINGLE_COPY", .kind = settings::Kind::Choice, .fallback = "auto",
+                           .choices = {"auto", "always", "never"}, .scope = settings::Scope::RankZero,
+                           .doc = "whether large broadcasts and allgathers copy straight from a peer's buffer"});
 
 // A receiver reads this much per system call, checking for abort in between.
 constexpr std::size_t kReadPiece = std::size_t{16} << 20;
@@ -91,7 +95,7 @@ std::vector<Record> gather_records(ShmChannel& channel, const Record& mine) {
 }  // namespace
 
 SingleCopyMode single_copy_mode_from_env() {
-  const std::string mode = env::get_choice("KOLO_SHM_SINGLE_COPY", "auto", {"auto", "always", "never"});
+  const std::string mode = kSingleCopy.choice();
   return mode == "always" ? SingleCopyMode::Always : mode == "never" ? SingleCopyMode::Never : SingleCopyMode::Auto;
 }
 

@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "comm/tcp/tcp_accept.h"
-#include "common/env.h"
+#include "common/settings.h"
 #include "kolo/error.h"
 
 namespace kolo::comm::tcp {
@@ -139,8 +139,13 @@ void choose_congestion_control(const std::vector<net::Fd>& fds, const std::strin
 
 }  // namespace
 
+// Checked by init() with a socket of its own: a name this kernel refuses fails there.
+KOLO_SETTING(kCongestion, {.name = "KOLO_TCP_CONGESTION", .kind = settings::Kind::Text, .fallback = "the host's own",
+                           .check = [] { congestion_from_env(); },
+                           .doc = "tcp: the kernel's congestion control for every connection"});
+
 std::string congestion_from_env() {
-  const std::string name = env::get_string("KOLO_TCP_CONGESTION", "");
+  const std::string name = kCongestion.text();
   if (name.empty()) return name;
   const net::Fd probe(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (probe.valid() && !net::set_congestion_control(probe.get(), name)) throw refused_congestion(name, errno);

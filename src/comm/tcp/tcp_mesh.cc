@@ -12,8 +12,8 @@
 #include <cstring>
 
 #include "comm/tcp/tcp_connect.h"
-#include "common/env.h"
 #include "common/logging.h"
+#include "common/settings.h"
 #include "common/wake_slice.h"
 #include "kolo/error.h"
 
@@ -52,9 +52,10 @@ int next_spans(Transfer& t, iovec* iov) {
 
 }  // namespace
 
-std::chrono::nanoseconds spin_from_env() {
-  return std::chrono::microseconds(env::get_int_in("KOLO_TCP_SPIN_US", 50, 0, 1000000));
-}
+KOLO_SETTING(kSpin, {.name = "KOLO_TCP_SPIN_US", .kind = settings::Kind::Integer, .fallback = "50", .min = 0,
+                     .max = 1000000, .doc = "tcp: microseconds a wait polls its sockets before it sleeps"});
+
+std::chrono::nanoseconds spin_from_env() { return std::chrono::microseconds(kSpin.integer()); }
 
 Mesh::Mesh(const GlooGroup& group, store::StoreClient& store, const GlooNetwork& network,
            const CommunicatorOptions& options, const std::string& secret)

@@ -5,6 +5,7 @@
 #include <charconv>
 #include <optional>
 
+#include "bootstrap/topology.h"
 #include "launch_error.h"
 #include "plan/rank_environment.h"
 
@@ -51,9 +52,9 @@ std::vector<int> allowed_cpus() {
 }
 
 std::vector<int> cpus_for_rank(const std::vector<std::string>& env) {
-  if (lookup(env, "KOLO_CPU_BIND") != "core") return {};
-  auto local_rank = env_int(env, "KOLO_LOCAL_RANK");
-  auto local_size = env_int(env, "KOLO_LOCAL_SIZE");
+  if (lookup(env, kolo::kCpuBind.name) != "core") return {};
+  auto local_rank = env_int(env, kolo::kLocalRank.name);
+  auto local_size = env_int(env, kolo::kLocalSize.name);
   if (!local_rank || !local_size) return {};
   return cpu_share(allowed_cpus(), *local_rank, *local_size);
 }

@@ -5,6 +5,8 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "bootstrap/topology.h"
+#include "comm/gloo/gloo_communicator.h"
 #include "launch_error.h"
 #include "options/program_path.h"
 #include "plan/host_address.h"
@@ -14,13 +16,6 @@ extern char** environ;
 
 namespace kolorun {
 namespace {
-
-// The plan as mpirun must place the ranks: hosts in order, slots filled one after
-// the other, so that OMPI_COMM_WORLD_RANK r lands where kolorun's plan puts rank r.
-constexpr char kMpiHostsVariable[] = "KOLO_MPI_HOSTS";
-// kolorun's KOLO_HOST_ADDR for each host, chosen where kolorun runs.
-constexpr char kMpiHostAddressesVariable[] = "KOLO_MPI_HOST_ADDRS";
-
 
 int required_int(const char* name) {
   const char* text = std::getenv(name);
@@ -59,8 +54,8 @@ MpiJob make_mpi_job(const LaunchOptions& options, const HostPlan& plan, const Jo
       {"KOLO_JOB_ID", job.job_id},
       {"KOLO_STORE_ADDR", job.store_addr},
       {"KOLO_SECRET", job.secret},
-      {kMpiHostsVariable, format_host_list(plan.hosts)},
-      {kMpiHostAddressesVariable, format_host_addresses(job.host_addresses)},
+      {kolo::kMpiHosts.name, format_host_list(plan.hosts)},
+      {kolo::kMpiHostAddrs.name, format_host_addresses(job.host_addresses)},
       {"KOLO_IFACE", job.network_interface},
   };
   for (const auto& entry : environment) {
@@ -86,7 +81,7 @@ int run_mpi_rank(const std::vector<std::string>& command) {
   const int rank = required_int("OMPI_COMM_WORLD_RANK");
   const int size = required_int("OMPI_COMM_WORLD_SIZE");
   const int mpi_local_rank = required_int("OMPI_COMM_WORLD_LOCAL_RANK");
-  HostPlan plan = make_host_plan(parse_host_list(required_text(kMpiHostsVariable)), size);
+  HostPlan plan = make_host_plan(parse_host_list(required_text(kolo::kMpiHosts.name)), size);
   if (rank >= plan.size) throw LaunchError("OMPI_COMM_WORLD_RANK " + std::to_string(rank) + " is outside the job", 1);
   const RankPlacement& placement = plan.ranks[static_cast<std::size_t>(rank)];
   if (placement.local_rank != mpi_local_rank) {
@@ -96,12 +91,12 @@ int run_mpi_rank(const std::vector<std::string>& command) {
                       1);
   }
   JobIdentity job;
-  job.job_id = required_text("KOLO_JOB_ID");
-  job.store_addr = required_text("KOLO_STORE_ADDR");
-  job.secret = required_text("KOLO_SECRET");
-  if (const char* iface = std::getenv("KOLO_IFACE")) job.network_interface = iface;
+  job.job_id = required_text(kolo::kJobId.name);
+  job.store_addr = required_text(kolo::store::kStoreAddr.name);
+  job.secret = required_text(kolo::store::kSecret.name);
+  if (const char* iface = std::getenv(kolo::comm::kIface.name)) job.network_interface = iface;
   job.launcher = "mpirun";
-  if (const char* addresses = std::getenv(kMpiHostAddressesVariable))
+  if (const char* addresses = std::getenv(kolo::kMpiHostAddrs.name))
     job.host_addresses = parse_host_addresses(addresses);
   std::vector<std::string> env = make_rank_environment(environment_entries(environ), placement, plan.size, job);
 

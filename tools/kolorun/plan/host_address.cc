@@ -10,6 +10,7 @@
 #include <optional>
 #include <sstream>
 
+#include "comm/gloo/gloo_communicator.h"
 #include "launch_error.h"
 #include "plan/ip_address.h"
 
@@ -30,7 +31,7 @@ std::optional<std::string> resolved_address(const std::string& name) {
 
 // Whether kolorun passes KOLO_HOST_ADDR at all.
 bool passes_host_addresses(const HostPlan& plan, const std::string& network_interface) {
-  const char* user_value = std::getenv("KOLO_HOST_ADDR");
+  const char* user_value = std::getenv(kolo::comm::kHostAddr.name);
   return spans_other_hosts(plan) && network_interface.empty() && user_value == nullptr;
 }
 

@@ -14,6 +14,8 @@
 #include <optional>
 #include <string>
 
+#include "bootstrap/topology.h"
+#include "comm/ps/ps_settings.h"
 #include "common/job_names.h"
 #include "kolo/error.h"
 #include "local/cpu_binding.h"
@@ -22,6 +24,7 @@
 #include "plan/rank_environment.h"
 #include "remote/remote_protocol.h"
 #include "remote/start_word.h"
+#include "store/store.h"
 #include "supervision/job_cgroup.h"
 #include "supervision/job_watchdog.h"
 #include "supervision/shm_cleanup.h"
@@ -175,7 +178,7 @@ class RankWatch {
 
 // The tag that names the job's segments (common/job_names.h); empty without a secret.
 std::string job_tag_of(const std::vector<std::string>& env) {
-  const auto secret = lookup(env, "KOLO_SECRET");
+  const auto secret = lookup(env, kolo::store::kSecret.name);
   return secret && !secret->empty() ? kolo::job_tag(*secret) : "";
 }
 
@@ -185,7 +188,7 @@ std::string job_tag_of(const std::vector<std::string>& env) {
 WatchdogDuty rank_watchdog_duty(const std::string& job_id, const std::vector<std::string>& env, int rank) {
   WatchdogDuty duty;
   if (job_id.empty()) return duty;  // no entries: nothing matches
-  const auto server = lookup(env, "KOLO_SERVER_RANK");
+  const auto server = lookup(env, kolo::comm::ps::kServerRank.name);
   duty.processes.entries = {"KOLO_JOB_ID=" + job_id,
                             server ? "KOLO_SERVER_RANK=" + *server : "KOLO_RANK=" + std::to_string(rank)};
   duty.job_tag = job_tag_of(env);
@@ -210,7 +213,7 @@ int start_and_watch(const RemoteSpec& spec, const std::string& early_control, Si
   UniqueFd dev_null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   try {
     launch.program_path = resolve_program(spec.argv.front());
-    const std::string job_id = lookup(env, "KOLO_JOB_ID").value_or("");
+    const std::string job_id = lookup(env, kolo::kJobId.name).value_or("");
     // This rank's own cgroup: other --remote-exec of the job may share the host.
     JobCgroup cgroup("kolo-" + job_tag_of(env) + "-" + std::to_string(::getpid()));
     launch.join_cgroup_fd = cgroup.join_fd();
