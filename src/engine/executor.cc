@@ -20,6 +20,12 @@ std::int64_t row_elements(const Shape& shape) {
   return num_elements(Shape(shape.begin() + 1, shape.end()));
 }
 
+// memcpy that takes empty tensors, whose data may be null (memcpy's may not,
+// even for no bytes).
+void copy_bytes(void* dst, const void* src, std::size_t bytes) {
+  if (bytes > 0) std::memcpy(dst, src, bytes);
+}
+
 Entry& entry_for(EntryMap& entries, const Response& response) {
   auto it = entries.find(response.names[0]);
   if (it == entries.end())
@@ -152,7 +158,7 @@ void Executor::allreduce(const std::vector<const Response*>& batch, EntryMap& en
   std::byte* data = fusion_buffer(total * esize);
   std::size_t offset = 0;
   for (const Part& p : parts) {
-    if (p.entry) std::memcpy(data + offset, p.entry->input, p.count * esize);
+    if (p.entry) copy_bytes(data + offset, p.entry->input, p.count * esize);
     else std::memset(data + offset, 0, p.count * esize);
     offset += p.count * esize;
   }
@@ -163,7 +169,7 @@ void Executor::allreduce(const std::vector<const Response*>& batch, EntryMap& en
   stamp(phases_.comm_end);
   offset = 0;
   for (const Part& p : parts) {
-    if (p.entry) std::memcpy(p.entry->output, data + offset, p.count * esize);
+    if (p.entry) copy_bytes(p.entry->output, data + offset, p.count * esize);
     offset += p.count * esize;
   }
 }
@@ -214,7 +220,7 @@ void Executor::allgather(const Response& response, Entry& entry, const std::vect
   if (gathered) {
     auto* at = static_cast<std::byte*>(out.data());
     for (int r = 0; r < n; ++r) {
-      std::memcpy(at, (*gathered)[r], recv_bytes[r]);
+      copy_bytes(at, (*gathered)[r], recv_bytes[r]);
       at += recv_bytes[r];
     }
   } else {
@@ -230,7 +236,7 @@ void Executor::broadcast(const Response& response, Entry& entry, const std::vect
   if (!gathered) {
     comm_.broadcast(entry.output, bytes, response.root);
   } else if (comm_.rank() != response.root) {
-    std::memcpy(entry.output, (*gathered)[response.root], bytes);
+    copy_bytes(entry.output, (*gathered)[response.root], bytes);
   }
 }
 
@@ -258,8 +264,8 @@ void Executor::alltoall(const Response& response, Entry& entry, const std::vecto
     for (int r = 0; r < n; ++r) {
       std::int64_t before = 0;
       for (int j = 0; j < me; ++j) before += response.rank_rows[r * n + j];
-      std::memcpy(at, static_cast<const std::byte*>((*gathered)[r]) + static_cast<std::size_t>(before) * row_bytes,
-                  recv_bytes[r]);
+      copy_bytes(at, static_cast<const std::byte*>((*gathered)[r]) + static_cast<std::size_t>(before) * row_bytes,
+                 recv_bytes[r]);
       at += recv_bytes[r];
     }
   } else {
@@ -297,7 +303,7 @@ void Executor::reducescatter(const Response& response, Entry& entry, const std::
       const std::size_t total = static_cast<std::size_t>(rows) * row;
       const std::size_t bytes = total * element_size(response.dtype);
       std::byte* copy = fusion_buffer(bytes);
-      if (bytes) std::memcpy(copy, entry.input, bytes);
+      copy_bytes(copy, entry.input, bytes);
       reduction.prescale(copy, total);
       input = copy;
     }
