@@ -67,6 +67,21 @@ TEST(HostileInput, RequestsUpToTheWireLimitsArriveAndPastThemAreRefused) {
   past([](engine::Request& r) { r.splits.push_back(0); });
 }
 
+// Found by engine_requests_fuzzer: the call-site flag was read as "not 0", so a
+// byte of 2 was taken and sent on as 1. A flag has one encoding per value.
+TEST(HostileInput, RequestFlagsOtherThanZeroOrOneAreRefused) {
+  engine::Request racing;
+  racing.name = "r";
+  racing.racing_site = true;
+  auto bytes = engine::encode_requests({racing});
+  ASSERT_EQ(bytes.back(), 1);
+  EXPECT_TRUE(engine::decode_requests(bytes)[0].racing_site);
+  bytes.back() = 2;
+  EXPECT_THROW(engine::decode_requests(bytes), wire::WireError);
+  EXPECT_THROW(proto::reply_flag(proto::parse_reply(Bytes{0, 2})), wire::WireError);
+  EXPECT_TRUE(proto::reply_flag(proto::parse_reply(Bytes{0, 1})));
+}
+
 std::string record(const std::string& rank, const std::string& now_us = "5000000",
                    const std::string& submitted_us = "1000000") {
   return "{\"rank\":" + rank + ",\"reason\":\"stall\",\"now_us\":" + now_us +

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "common/settings.h"
+#include "bootstrap/launch_settings.h"
 
 namespace kolo {
 
@@ -20,9 +20,6 @@ enum class Launcher {
 };
 
 const char* to_string(Launcher launcher);
-
-// The most ranks (and the highest rank, host or host count) a launcher may give.
-inline constexpr int kMaxRanks = 1 << 24;
 
 // mpirun started every process of the job (directly or for `kolorun --mpi`), so
 // that MPI_COMM_WORLD holds exactly the job's ranks.
@@ -56,12 +53,5 @@ struct Topology {
 // missing or inconsistent values.
 Topology topology_from_env();
 
-// The variables kolorun sets for each rank: its place in the job (KOLO_RANK, ...),
-// the job's id and launcher, and those only kolorun's own code reads in a rank's
-// environment (the host name, the CPU binding, the host plan of `kolorun --mpi`);
-// and KOLO_RENDEZVOUS_FILE, set by hand for srun and mpirun jobs.
-extern const settings::Setting kRank, kSize, kLocalRank, kLocalSize, kCrossRank, kCrossSize;
-extern const settings::Setting kJobId, kLauncher, kRendezvousFile;
-extern const settings::Setting kHostname, kCpuBind, kMpiHosts, kMpiHostAddrs;
 
 }  // namespace kolo

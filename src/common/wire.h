@@ -61,6 +61,12 @@ class Reader {
     pos_ += sizeof(T);
     return value;
   }
+  // A yes/no byte: 0 or 1, so that each value has one encoding.
+  bool get_flag() {
+    const auto byte = get<std::uint8_t>();
+    if (byte > 1) throw WireError("invalid flag byte " + std::to_string(byte));
+    return byte == 1;
+  }
   std::span<const std::uint8_t> get_bytes(std::size_t max_len) {
     auto len = get<std::uint32_t>();
     if (len > max_len) throw WireError("field of " + std::to_string(len) + " bytes exceeds limit " + std::to_string(max_len));

@@ -49,7 +49,7 @@ Request get_request(wire::Reader& in) {
   r.splits = in.get_vector<std::int64_t>(kMaxSplits);
   r.group = in.get_string(kMaxName);
   r.group_size = in.get<std::int32_t>();
-  r.racing_site = in.get<std::uint8_t>() != 0;
+  r.racing_site = in.get_flag();
   return r;
 }
 

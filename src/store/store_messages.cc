@@ -127,7 +127,7 @@ std::int64_t reply_integer(const Reply& reply) {
 }
 
 bool reply_flag(const Reply& reply) {
-  return read_exactly(reply, [](wire::Reader& r) { return r.get<std::uint8_t>() != 0; });
+  return read_exactly(reply, [](wire::Reader& r) { return r.get_flag(); });
 }
 
 std::string reply_error_message(const Reply& reply) {

@@ -5,7 +5,7 @@
 #include <charconv>
 #include <optional>
 
-#include "bootstrap/topology.h"
+#include "bootstrap/launch_settings.h"
 #include "launch_error.h"
 #include "plan/rank_environment.h"
 
