@@ -3,6 +3,7 @@
 #pragma once
 
 #include "kolo/collectives.h"
+#include "kolo/elastic.h"
 #include "kolo/error.h"
 #include "kolo/handle.h"
 #include "kolo/process_set.h"

@@ -2,6 +2,7 @@
 // exceptions, and the collectives (operations.cc).
 #include "binding.h"
 #include "api/fail.h"
+#include "kolo/elastic.h"
 #include "kolo/error.h"
 #include "kolo/process_set.h"
 #include "kolo/runtime.h"
@@ -128,6 +129,12 @@ PYBIND11_MODULE(_kolo, m) {
   m.def("init", &init, py::arg("ranks") = py::none());
   m.def("shutdown", &shutdown);
   m.def("fail", &fail, py::arg("reason"));
+  m.def("_elastic_enabled", &kolo::elastic::enabled);
+  m.def("_elastic_reset", [] {
+    py::gil_scoped_release released;
+    kolo::elastic::reset();
+  });
+  m.def("_elastic_hosts_updated", &kolo::elastic::hosts_updated);
   m.def("works_in_shared_buffers", &kolo::works_in_shared_buffers);
   m.def("is_initialized", &kolo::is_initialized);
   m.def("rank", &kolo::rank);

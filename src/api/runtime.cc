@@ -13,6 +13,7 @@
 
 #include "api/allocator_tuning.h"
 #include "api/known_settings.h"
+#include "api/membership_watch.h"
 #include "api/process_set_table.h"
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/world.h"
@@ -30,6 +31,7 @@ struct Session {
   engine::EngineConfig config;
   std::shared_ptr<engine::Engine> engine;
   ProcessSetTable sets;
+  std::unique_ptr<runtime::MembershipWatch> membership_watch;  // elastic jobs' rank 0
 };
 
 // g_mutex guards the session pointer and the flags below, and is only ever held
@@ -85,12 +87,12 @@ void await_init(std::unique_lock<std::mutex>& lock) {
 int g_generation = 0;
 
 // Everything init() does, outside g_mutex (only one init() runs at a time).
-std::unique_ptr<Session> start_session(const std::optional<std::vector<int>>& world_ranks) {
+std::unique_ptr<Session> start_session(const std::optional<std::vector<int>>& world_ranks, int blamed_rank) {
   // Every setting, also those read only later or by transports this job does not
   // use: a bad value fails here, not in the middle of training.
   settings::check_declared();
   detail::tune_allocator_for_training();
-  auto session = std::make_unique<Session>(bootstrap::Job::join(g_generation, world_ranks));
+  auto session = std::make_unique<Session>(bootstrap::Job::join(g_generation, world_ranks, blamed_rank));
   const Topology& t = session->job.topology();
   detail::warn_about_unknown_settings();  // after join(), whose log lines name the rank
   auto config = engine::EngineConfig::from_env();
@@ -105,6 +107,7 @@ std::unique_ptr<Session> start_session(const std::optional<std::vector<int>>& wo
   if (config.flight_recorder_dir.empty()) config.flight_recorder_dir = job_flight_dir(t.secret, job_id);
   session->config = config;
   session->engine = std::make_shared<engine::Engine>(session->job.communicator(), config);
+  session->membership_watch = std::make_unique<runtime::MembershipWatch>(session->job, session->engine);
   return session;
 }
 
@@ -145,7 +148,7 @@ void check_not_forked() {
 
 namespace {
 
-void init_session(const std::optional<std::vector<int>>& world_ranks) {
+void init_session(const std::optional<std::vector<int>>& world_ranks, int blamed_rank = -1) {
   {
     std::unique_lock lock(g_mutex);
     if (g_forked) throw InvalidArgumentError("kolo::init(): " + forked_message());
@@ -157,7 +160,7 @@ void init_session(const std::optional<std::vector<int>>& world_ranks) {
   }
   std::unique_ptr<Session> session;
   try {
-    session = start_session(world_ranks);
+    session = start_session(world_ranks, blamed_rank);
   } catch (...) {
     std::lock_guard lock(g_mutex);
     g_initializing = false;
@@ -178,6 +181,10 @@ void init_session(const std::optional<std::vector<int>>& world_ranks) {
 
 void init() { init_session(std::nullopt); }
 
+namespace runtime {
+void init_after_failure(int blamed_rank) { init_session(std::nullopt, blamed_rank); }
+}  // namespace runtime
+
 void init(const std::vector<int>& ranks) { init_session(ranks); }
 
 void shutdown() {
@@ -191,6 +198,7 @@ void shutdown() {
   // Outside the lock: the engine's thread may still complete handles whose waiters
   // call into the API.
   if (!session) return;
+  session->membership_watch.reset();
   for (auto& set : session->sets.take_all())
     if (set.engine) set.engine->shutdown();
   session->engine->shutdown();

@@ -27,6 +27,10 @@ struct SessionView {
 // Throws ShutdownError when kolo is not initialized.
 SessionView session();
 
+// init() for a rank whose last session failed because of `blamed_rank` (-1:
+// none known); an elastic job's kolorun hears it (bootstrap::Job::join).
+void init_after_failure(int blamed_rank);
+
 // Throws ShutdownError in a process forked from one where kolo was initialized:
 // such a child inherits no session (runtime.cc), and what it inherited (pending
 // operations' handles) must not wait on the parent's engine.

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "bootstrap/communicator_choice.h"
+#include "bootstrap/elastic_join.h"
 #include "bootstrap/world.h"
 #include "common/logging.h"
 #include "kolo/error.h"
@@ -84,7 +85,15 @@ Job Job::of(Topology topology, int generation, std::unique_ptr<store::StoreClien
   return Job(std::move(topology), generation, std::move(store));
 }
 
-Job Job::join(int& generations, const std::optional<std::vector<int>>& world_ranks) {
+Job Job::join(int& generations, const std::optional<std::vector<int>>& world_ranks, int blamed_rank) {
+  if (const auto worker = elastic_worker()) {
+    if (world_ranks)
+      throw InvalidArgumentError("kolo::init with a list of ranks is not available in an elastic job: its ranks "
+                                 "change as workers leave and join; use process sets");
+    ++generations;
+    ElasticJoin joined = join_elastic(*worker, blamed_rank);
+    return Job(std::move(joined.topology), joined.generation, std::move(joined.store));
+  }
   Topology t = topology_from_env();
   const auto start_timeout = comm::kStartTimeout.seconds();
   const bool world = world_ranks && !is_whole_job(*world_ranks, t.size);

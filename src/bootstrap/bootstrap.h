@@ -30,7 +30,12 @@ class Job {
   // rank alone leaves every rank's count in step.
   // With `world_ranks`, the process joins the world of those job ranks instead
   // (world.h): its rank is its index in the list, and only the listed ranks meet.
-  static Job join(int& generations, const std::optional<std::vector<int>>& world_ranks = std::nullopt);
+  // In an elastic job (KOLO_ELASTIC_WORKER, elastic_join.h) the rank, the ranks
+  // and the generation come from the newest membership kolorun wrote to the store;
+  // `blamed_rank` is the rank of the last generation whose failure makes this
+  // worker join again (-1: none), which kolorun hears when it must form a new one.
+  static Job join(int& generations, const std::optional<std::vector<int>>& world_ranks = std::nullopt,
+                  int blamed_rank = -1);
   // A job made of what join() found.
   static Job of(Topology topology, int generation, std::unique_ptr<store::StoreClient> store);
 

@@ -50,7 +50,12 @@ Topology world_topology(const Topology& job, const std::vector<int>& ranks, cons
   t.job_ranks = ranks;
   t.size = static_cast<int>(ranks.size());
   t.rank = static_cast<int>(std::find(ranks.begin(), ranks.end(), job.rank) - ranks.begin());
-  std::vector<int> host_order;  // job host indices, as the list first meets them
+  place_on_hosts(t, hosts);
+  return t;
+}
+
+void place_on_hosts(Topology& t, const std::vector<int>& hosts) {
+  std::vector<int> host_order;  // host indices, as the list first meets them
   for (int h : hosts) {
     if (std::find(host_order.begin(), host_order.end(), h) == host_order.end()) host_order.push_back(h);
   }
@@ -59,7 +64,6 @@ Topology world_topology(const Topology& job, const std::vector<int>& ranks, cons
   t.cross_rank = static_cast<int>(std::find(host_order.begin(), host_order.end(), my_host) - host_order.begin());
   t.local_rank = static_cast<int>(std::count(hosts.begin(), hosts.begin() + t.rank, my_host));
   t.local_size = static_cast<int>(std::count(hosts.begin(), hosts.end(), my_host));
-  return t;
 }
 
 std::string job_id_of(const Topology& t) {

@@ -29,6 +29,10 @@ std::string world_name(const std::vector<int>& ranks);
 // The store address and secret stay the job's; the job id gains the world's name.
 Topology world_topology(const Topology& job, const std::vector<int>& ranks, const std::vector<int>& hosts);
 
+// Sets t's local and cross ranks and sizes from `hosts`, a host index for each of
+// its ranks (t.rank among them), as world_topology() numbers them.
+void place_on_hosts(Topology& t, const std::vector<int>& hosts);
+
 // The job's id for a world's topology (world_topology adds the world's name to
 // it); the topology's own id for the job itself.
 std::string job_id_of(const Topology& t);

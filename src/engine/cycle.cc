@@ -39,7 +39,8 @@ constexpr std::size_t kNoShutdown = 1;  // 1 if this rank is not shutting down
 constexpr std::size_t kNotJoined = 2;   // 1 if this rank has not joined
 constexpr std::size_t kBusy = 3;        // 1 if this rank has operations pending
 constexpr std::size_t kNoStallCheck = 4;  // 0 when rank 0 asks for a stall report
-constexpr std::size_t kHeader = 5;      // then `slots` ready bits, then `slots` valid bits
+constexpr std::size_t kSameMembership = 5;  // 0 when a rank knows of a newer membership (elastic)
+constexpr std::size_t kHeader = 6;      // then `slots` ready bits, then `slots` valid bits
 
 // An error in one operation's own arithmetic (a size that cannot be, an index
 // out of range): every rank computes it from the same response, so every rank
@@ -103,8 +104,10 @@ bool Engine::step(CallerOp* op, bool shutting_down, bool progressed) {
     if (recorder_) op->seq = recorder_->begin(op->name, op->op, op->bytes, coarse_now());
   }
   agreement_.exchange();
+  if (!agreement_.agreed()[kSameMembership]) membership_agreed_ = true;
   if (op) {
     if (step_finishes(*op)) {
+      before_completions();
       finish(*op);
       return true;
     }
@@ -122,6 +125,7 @@ std::uint8_t* Engine::begin_agreement(bool no_uncached, bool no_shutdown, bool b
   mine[kNotJoined] = !joined_;
   mine[kBusy] = busy;
   mine[kNoStallCheck] = !stall_check_due();
+  mine[kSameMembership] = !membership_news_.load(std::memory_order_relaxed);
   std::fill(mine + kHeader + slots, mine + kHeader + 2 * slots, 1);  // nothing invalidated yet
   return mine;
 }
@@ -263,6 +267,7 @@ bool Engine::settle(bool progressed) {
         cache_.touch(bit);
         if (bit == carried) {
           progressed = true;
+          before_completions();
           execute_carried(bit);
         } else {
           cached_ready.push_back(cache_.response(bit));
@@ -271,12 +276,14 @@ bool Engine::settle(bool progressed) {
     }
   }
   progressed |= !cached_ready.empty();
+  if (!cached_ready.empty()) before_completions();
   execute(cached_ready, false);
 
   // d, e) The coordinator's round.
   if (coordinate_now) {
     auto responses = coordinate();
     progressed |= !responses.empty();
+    if (!responses.empty()) before_completions();
     execute(responses, !any_joined);
     requeue_evicted();
   }

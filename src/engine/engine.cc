@@ -104,6 +104,11 @@ void Engine::set_timeline(const std::string& path) {
   // `previous` closes here, outside the locks: it flushes its writer thread.
 }
 
+std::exception_ptr Engine::stopped_reason() {
+  std::lock_guard lock(mutex_);
+  return stopped_;
+}
+
 void Engine::submit(std::span<Entry> entries, bool wake) {
   std::lock_guard lock(mutex_);
   if (stopped_) std::rethrow_exception(stopped_);

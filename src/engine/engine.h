@@ -90,6 +90,19 @@ class Engine {
   // cycle, it simply waits. Never throws.
   void drive(const detail::OpState& state, std::chrono::steady_clock::time_point deadline);
 
+  // Elastic jobs: this rank learned that the job has a newer membership (any
+  // thread may call it). Every rank then hears it through the next cycles'
+  // agreement step.
+  void note_new_membership() { membership_news_.store(true, std::memory_order_relaxed); }
+  // Whether some rank knew of a newer membership at the cycle that completed this
+  // rank's latest operation. Ranks that have completed the same operations give
+  // the same answer (each cycle is collective), so after a step's collectives all
+  // ranks reset at the same step, and asking runs no collective.
+  bool membership_changed() const { return changed_at_completion_.load(std::memory_order_acquire); }
+
+  // The error that stopped the engine (what later submits throw), or null while it runs.
+  std::exception_ptr stopped_reason();
+
   int rank() const { return rank_; }
   // The communicator's name ("shm", "gloo", ...).
   const std::string& backend() const { return backend_; }
@@ -218,6 +231,13 @@ class Engine {
   // Whoever runs cycles holds cycle_mutex_: the background thread, or a user thread
   // in drive() or express(). Everything below it belongs to the holder.
   std::mutex cycle_mutex_;
+  std::atomic<bool> membership_news_{false};     // note_new_membership()
+  bool membership_agreed_ = false;               // an agreement step said some rank had news
+  std::atomic<bool> changed_at_completion_{false};  // membership_changed()
+  // Before a cycle completes operations: what their waiters may ask next.
+  void before_completions() {
+    if (membership_agreed_) changed_at_completion_.store(true, std::memory_order_release);
+  }
   std::atomic<bool> finished_{false};  // the engine has stopped; cycles are over
   std::atomic<std::uint64_t> cycles_{0};  // cycles run so far, by any thread
   std::atomic<bool> busy_{false};      // operations are pending (read by the idle wait)

@@ -7,6 +7,8 @@
 #include <iostream>
 #include <optional>
 
+#include "elastic/elastic_driver.h"
+#include "elastic/host_discovery.h"
 #include "launch_error.h"
 #include "mpi/mpi_launch.h"
 #include "options/options.h"
@@ -33,7 +35,10 @@ extern char** environ;
 namespace kolorun {
 namespace {
 
-HostPlan plan_job(const LaunchOptions& options) {
+HostPlan plan_job(const LaunchOptions& options, const std::vector<HostSlots>& elastic_hosts) {
+  // An elastic job's plan only chooses the store's address and how to reach
+  // the hosts; its workers are placed by the elastic driver.
+  if (options.elastic) return make_host_plan(elastic_hosts, std::nullopt);
   std::vector<HostSlots> hosts;
   if (!options.hostfile.empty()) {
     hosts = read_hostfile(options.hostfile);
@@ -52,7 +57,9 @@ bool has_local_rank(const HostPlan& plan) {
 }
 
 std::optional<RemoteAccess> remote_access(const LaunchOptions& options, const HostPlan& plan) {
-  if (!spans_other_hosts(plan)) return std::nullopt;
+  // A discovery script may name other hosts later.
+  const bool later = options.elastic && !options.elastic->discovery_script.empty();
+  if (!spans_other_hosts(plan) && !later) return std::nullopt;
   RemoteAccess access;
   access.launcher_command = options.launcher_command;
   access.ssh_port = options.ssh_port;
@@ -151,6 +158,50 @@ int run_mpi(const LaunchOptions& options, const HostPlan& plan, const JobIdentit
   return supervisor.run({spec});
 }
 
+// An elastic job: the driver places the workers and writes each generation to
+// the store, through a client of kolorun's own store.
+int run_elastic(const LaunchOptions& options, const std::vector<HostSlots>& hosts, const std::string& program_path,
+                const JobIdentity& job, ProcessSpawner& spawner, SignalChannel& signals, JobWatchdog& watchdog,
+                int join_cgroup_fd, bool multi_host) {
+  const std::vector<std::string> local_base = environment_entries(environ);
+  const std::vector<std::string> remote_base = exportable_environment(environ);
+  const ElasticOptions& elastic = *options.elastic;
+  auto address = kolo::store::parse_store_address(job.store_addr);
+  JobIdentity placed = job;
+  auto make_spec = [&](int worker, const std::string& host) {
+    // Another name of this machine (an elastic job's hosts are its names) is
+    // reached where the store is.
+    if (is_this_host(host) && !placed.host_addresses.count(host) && placed.network_interface.empty())
+      placed.host_addresses[host] = address.host;
+    LaunchSpec spec;
+    spec.rank = worker;
+    spec.program_path = program_path;
+    spec.argv = options.command;
+    spec.remote = !is_this_host(host);
+    spec.env = make_worker_environment(spec.remote ? remote_base : local_base, worker, host, placed, elastic.timeout);
+    spec.label = "worker " + std::to_string(worker);
+    if (multi_host || !elastic.discovery_script.empty()) {
+      spec.host = host;
+      spec.label += " on host " + host;
+    }
+    spec.join_cgroup_fd = join_cgroup_fd;
+    return spec;
+  };
+  auto store = kolo::store::StoreClient::connect(address.host, address.port, job.secret, std::chrono::seconds(10));
+  const int np = options.num_proc.value_or(elastic.min_np.value_or(1));
+  ElasticDriver driver(elastic, np, hosts, make_spec, std::move(store), options.verbose);
+  SupervisorSettings settings = supervisor_settings(options);
+  settings.flight_dir = job.flight_dir;
+  settings.policy = &driver;
+  settings.on_rank_started = [&watchdog](pid_t group) { watchdog.watch_group(group); };
+  JobSupervisor supervisor(spawner, signals, settings);
+  const std::vector<LaunchSpec> specs = driver.start();
+  if (options.verbose)
+    supervisor.report("elastic job " + job.job_id + ": " + program_path + ", store at " + job.store_addr + ", " +
+                      std::to_string(specs.size()) + " worker(s) to start");
+  return supervisor.run(specs);
+}
+
 // The flight directory kolorun chose for the job goes when kolorun ends, however
 // the job ended (a signal to kolorun, a failure, success): kolorun has reported
 // the records in it. One the user chose (KOLO_FLIGHT_RECORDER_DIR) stays.
@@ -182,7 +233,13 @@ int run_launcher(const std::vector<std::string>& args) {
   }
   const LaunchOptions& options = parsed.options;
   // Everything that can be wrong with the input is found before anything starts.
-  HostPlan plan = plan_job(options);
+  std::vector<HostSlots> elastic_hosts;
+  if (options.elastic) {
+    elastic_hosts = initial_elastic_hosts(options.hosts, options.hostfile, options.elastic->discovery_script,
+                                          options.elastic->slots_per_host.value_or(1));
+    if (elastic_hosts.empty()) elastic_hosts = {{this_hostname(), *options.num_proc}};
+  }
+  HostPlan plan = plan_job(options, elastic_hosts);
   const std::vector<ServerPlacement> servers = make_server_plan(plan, options.num_servers, options.server_hosts);
   // Ranks' and servers' hosts: where the store must be reachable from.
   const HostPlan job_hosts = hosts_of_job(plan, servers);
@@ -224,6 +281,13 @@ int run_launcher(const std::vector<std::string>& args) {
   job.store_addr = address_with_port(endpoint.address, store.port());
   if (options.mpi) {
     const int status = run_mpi(options, plan, job, signals, endpoint.reason);
+    watchdog.sweep();
+    return status;
+  }
+
+  if (options.elastic) {
+    const int status = run_elastic(options, elastic_hosts, program_path, job, *spawner, signals, watchdog,
+                                   cgroup.join_fd(), spans_other_hosts(job_hosts));
     watchdog.sweep();
     return status;
   }

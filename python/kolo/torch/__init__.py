@@ -36,6 +36,7 @@ from kolo.torch.functions import (broadcast_parameters, broadcast_optimizer_stat
                                   broadcast_object, allgather_object)
 from kolo.torch.optimizer import DistributedOptimizer  # noqa: E402
 from kolo.torch.sync_batch_norm import SyncBatchNorm  # noqa: E402
+from kolo.torch import elastic  # noqa: E402
 
 # Before the interpreter tears down the tensors kolo may still be using.
 _atexit.register(_kolo.shutdown)

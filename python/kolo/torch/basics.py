@@ -35,6 +35,13 @@ def init(comm=None, process_sets=None):
             add_process_set(process_set)
 
 
+def _elastic_reset():
+    """Leaves this session and joins the elastic job's newest membership (in an
+    elastic job; elsewhere shutdown() then init()), then learns what init() does."""
+    _kolo._elastic_reset()
+    _session['homogeneous'] = _all_hosts_alike()
+
+
 # What init() learned for the session's local queries.
 _session = {'homogeneous': None}
 

@@ -54,7 +54,14 @@ struct FlagSpec {
   std::function<void(ParsedCommandLine&, const std::string& name, const std::string& value)> apply;
   // May be given more than once (each adds); any other flag given twice is an error.
   bool repeatable = false;
+  // Words the value takes as separate arguments ("--flag LOW HIGH"), joined by a space.
+  int words = 1;
 };
+
+ElasticOptions& elastic(ParsedCommandLine& p) {
+  if (!p.options.elastic) p.options.elastic.emplace();
+  return *p.options.elastic;
+}
 
 const std::vector<FlagSpec>& flag_table() {
   static const std::vector<FlagSpec> table = {
@@ -132,6 +139,40 @@ const std::vector<FlagSpec>& flag_table() {
        [](ParsedCommandLine& p, const std::string& name, const std::string& v) {
          p.options.kill_grace = parse_seconds(name, v, true);
        }},
+      {{"--min-np", "--min-num-proc"}, true,
+       [](ParsedCommandLine& p, const std::string& name, const std::string& v) {
+         elastic(p).min_np = parse_positive_int(name, v);
+       }},
+      {{"--max-np", "--max-num-proc"}, true,
+       [](ParsedCommandLine& p, const std::string& name, const std::string& v) {
+         elastic(p).max_np = parse_positive_int(name, v);
+       }},
+      {{"--host-discovery-script"}, true,
+       [](ParsedCommandLine& p, const std::string& name, const std::string& v) {
+         if (v.empty()) throw UsageError(name + " needs a program that prints the hosts, one per line");
+         elastic(p).discovery_script = v;
+       }},
+      {{"--slots-per-host"}, true,
+       [](ParsedCommandLine& p, const std::string& name, const std::string& v) {
+         elastic(p).slots_per_host = parse_positive_int(name, v);
+       }},
+      {{"--reset-limit"}, true,
+       [](ParsedCommandLine& p, const std::string& name, const std::string& v) {
+         elastic(p).reset_limit = parse_positive_int(name, v);
+       }},
+      {{"--blacklist-cooldown-range"}, true,
+       [](ParsedCommandLine& p, const std::string& name, const std::string& v) {
+         const auto words = split_words(name, v);
+         if (words.size() != 2) throw UsageError(name + " needs two numbers of seconds, LOW HIGH, got '" + v + "'");
+         const auto low = parse_seconds(name, words[0], true), high = parse_seconds(name, words[1], true);
+         if (high < low) throw UsageError(name + ": LOW " + words[0] + " is above HIGH " + words[1]);
+         elastic(p).cooldown = std::pair{low, high};
+       },
+       false, 2},
+      {{"--elastic-timeout"}, true,
+       [](ParsedCommandLine& p, const std::string& name, const std::string& v) {
+         elastic(p).timeout = parse_seconds(name, v, false);
+       }},
       {{"-h", "--help"}, false,
        [](ParsedCommandLine& p, const std::string&, const std::string&) { p.action = CommandLineAction::ShowHelp; }},
       {{"--version"}, false,
@@ -150,10 +191,31 @@ const FlagSpec* find_flag(const std::string& name) {
 
 bool looks_like_flag(const std::string& arg) { return arg.size() > 1 && arg[0] == '-'; }
 
+void check_elastic(const LaunchOptions& o) {
+  const ElasticOptions& e = *o.elastic;
+  if (!e.min_np && !e.max_np && e.discovery_script.empty())
+    throw UsageError("--slots-per-host, --reset-limit, --blacklist-cooldown-range and --elastic-timeout need an "
+                     "elastic job: give --min-np, --max-np or --host-discovery-script");
+  if (o.mpi) throw UsageError("an elastic job cannot be handed to mpirun (--mpi): kolorun starts its workers itself");
+  if (o.num_servers) throw UsageError("--num-servers cannot be used in an elastic job");
+  if (!e.discovery_script.empty() && (!o.hosts.empty() || !o.hostfile.empty()))
+    throw UsageError("give the hosts with --host-discovery-script or with -H/--hostfile, not both");
+  if (e.slots_per_host && e.discovery_script.empty())
+    throw UsageError("--slots-per-host needs --host-discovery-script (-H gives each host's slots)");
+  if (!e.discovery_script.empty() && !o.num_proc && !e.min_np)
+    throw UsageError("with --host-discovery-script give -np N (or --min-np M): how many workers to start");
+  const int np = o.num_proc.value_or(e.min_np.value_or(1));
+  if (e.min_np && *e.min_np > np)
+    throw UsageError("--min-np " + std::to_string(*e.min_np) + " is above -np " + std::to_string(np));
+  if (e.max_np && *e.max_np < np)
+    throw UsageError("--max-np " + std::to_string(*e.max_np) + " is below -np " + std::to_string(np));
+}
+
 // Flags that cannot go together, found before anything is planned.
 void check_combination(const LaunchOptions& o) {
   if (!o.hosts.empty() && !o.hostfile.empty()) throw UsageError("give the hosts with -H or with --hostfile, not both");
-  if (!o.num_proc && o.hosts.empty() && o.hostfile.empty())
+  const bool discovered = o.elastic && !o.elastic->discovery_script.empty();
+  if (!o.num_proc && o.hosts.empty() && o.hostfile.empty() && !discovered)
     throw UsageError("give the number of ranks with -np N (or slots with -H localhost:N)");
   if (!o.launcher_command.empty()) {
     if (o.mpi) throw UsageError("--launcher-command cannot be used with --mpi (mpirun starts the ranks)");
@@ -164,6 +226,7 @@ void check_combination(const LaunchOptions& o) {
   if (o.mpi && !o.ssh_options.empty()) throw UsageError("--ssh-option cannot be used with --mpi (use --mpi-args)");
   if (o.mpi && (o.num_servers || !o.server_hosts.empty()))
     throw UsageError("--num-servers and --server-hosts cannot be used with --mpi (kolorun starts the servers itself)");
+  if (o.elastic) check_elastic(o);
   if (!o.server_hosts.empty() && !o.num_servers)
     throw UsageError("--server-hosts needs --num-servers (how many servers to place on those hosts)");
 }
@@ -194,8 +257,9 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& args) {
     if (spec == nullptr) throw UsageError("unknown flag '" + name + "'");
     if (!spec->repeatable && !seen.insert(spec).second) throw UsageError(name + " is given more than once");
     if (spec->takes_value && !inline_value) {
-      if (i + 1 >= args.size()) throw UsageError(name + " needs a value");
+      if (i + static_cast<std::size_t>(spec->words) >= args.size()) throw UsageError(name + " needs a value");
       value = args[++i];
+      for (int w = 1; w < spec->words; ++w) value += " " + args[++i];
     } else if (!spec->takes_value && inline_value) {
       throw UsageError(name + " takes no value");
     }
@@ -250,6 +314,22 @@ options:
                         (kolo-server, next to kolorun) instead of among the ranks
   --server-hosts LIST   where the servers run, e.g. node5:1,node6:1 (filled in
                         order); without it, on the ranks' hosts in turn
+  --min-np, --min-num-proc M
+                        elastic job: a failed worker's host is excluded and
+                        the others go on while at least M workers remain
+  --max-np, --max-num-proc X
+                        elastic job: take in new workers on new slots, up to X
+  --host-discovery-script S
+                        elastic job: S prints the hosts, "host" or "host:slots"
+                        per line; run about every second
+  --slots-per-host N    slots of a host S prints without ":slots" (default 1)
+  --reset-limit R       fail the job after R changes of its workers
+  --blacklist-cooldown-range LOW HIGH
+                        an excluded host is back after LOW to HIGH seconds
+                        (default: never)
+  --elastic-timeout SECONDS
+                        how long an elastic job may have fewer than --min-np
+                        workers before it fails (default 600)
   --gloo                accepted for horovodrun compatibility (the default)
   --verbose             print the launch plan and each rank's exit
   --no-tag-output       do not prefix output lines with [rank]<stdout>: / [rank]<stderr>:

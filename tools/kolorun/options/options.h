@@ -14,6 +14,23 @@
 
 namespace kolorun {
 
+// Elastic mode (horovodrun's flags): the job survives failed workers while at
+// least min_np remain, and takes in new ones up to max_np.
+struct ElasticOptions {
+  std::optional<int> min_np, max_np;  // absent: -np
+  // Prints "host" or "host:slots" per line; run about every discovery_interval.
+  std::string discovery_script;
+  std::chrono::milliseconds discovery_interval{1000};
+  std::optional<int> slots_per_host;  // slots of a host the script prints bare
+  std::optional<int> reset_limit;     // membership changes before the job fails
+  // A failed worker's host is excluded; with a range, it is back after a random
+  // time in it (else never).
+  std::optional<std::pair<std::chrono::milliseconds, std::chrono::milliseconds>> cooldown;
+  // How long the job may have fewer than min_np workers (and each worker may wait
+  // for the job to re-form).
+  std::chrono::milliseconds timeout{600000};
+};
+
 struct LaunchOptions {
   // -np: how many ranks; defaults to the slot count of -H.
   std::optional<int> num_proc;
@@ -51,6 +68,8 @@ struct LaunchOptions {
   // --server-hosts: "host:servers,..." where the servers run (filled in order);
   // empty: on the ranks' hosts in turn (co-located).
   std::string server_hosts;
+  // --min-np, --max-np or --host-discovery-script: the job is elastic.
+  std::optional<ElasticOptions> elastic;
   // PROGRAM and its arguments.
   std::vector<std::string> command;
 };

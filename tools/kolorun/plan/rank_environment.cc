@@ -70,6 +70,19 @@ std::vector<std::string> laid_over(const std::vector<std::string>& base, const V
   return env;
 }
 
+// A rank's identity in kolorun's own environment (a job started by a rank) would
+// be misread as that of a server or an elastic worker, which get none.
+std::vector<std::string> without_rank_identity(const std::vector<std::string>& base) {
+  std::vector<std::string> env;
+  for (const auto& entry : base) {
+    const std::string name = variable_name(entry);
+    if (name != "KOLO_RANK" && name != "KOLO_SIZE" && name != "KOLO_LOCAL_RANK" && name != "KOLO_LOCAL_SIZE" &&
+        name != "KOLO_CROSS_RANK" && name != "KOLO_CROSS_SIZE" && name.rfind("HOROVOD_", 0) != 0)
+      env.push_back(entry);
+  }
+  return env;
+}
+
 }  // namespace
 
 std::vector<std::string> make_rank_environment(const std::vector<std::string>& base, const RankPlacement& rank,
@@ -104,6 +117,24 @@ std::vector<std::string> make_rank_environment(const std::vector<std::string>& b
   return laid_over(base, kolo_vars);
 }
 
+std::vector<std::string> make_worker_environment(const std::vector<std::string>& base, int worker,
+                                                 const std::string& host, const JobIdentity& job,
+                                                 std::chrono::milliseconds elastic_timeout) {
+  Variables kolo_vars = {
+      {"KOLO_ELASTIC_WORKER", std::to_string(worker)},
+      {"KOLO_ELASTIC_TIMEOUT", std::to_string(static_cast<double>(elastic_timeout.count()) / 1000.0)},
+      {"KOLO_HOSTNAME", host},
+      {"KOLO_JOB_ID", job.job_id},
+      {"KOLO_STORE_ADDR", job.store_addr},
+      {"KOLO_SECRET", job.secret},
+      {"KOLO_LAUNCHER", job.launcher},
+      {"KOLO_CPU_BIND", "none"},
+  };
+  add_host_variables(kolo_vars, host, job);
+  if (!job.flight_dir.empty()) kolo_vars.emplace_back("KOLO_FLIGHT_RECORDER_DIR", job.flight_dir);
+  return laid_over(without_rank_identity(base), kolo_vars);
+}
+
 std::vector<std::string> make_server_environment(const std::vector<std::string>& base, int server,
                                                  const std::string& host, int size, const JobIdentity& job) {
   Variables kolo_vars = {
@@ -118,15 +149,7 @@ std::vector<std::string> make_server_environment(const std::vector<std::string>&
       {"KOLO_LAUNCHER", job.launcher},
   };
   add_host_variables(kolo_vars, host, job);
-  std::vector<std::string> env;
-  // A rank's identity in kolorun's own environment (a job started by a rank)
-  // would be misread as this server's.
-  for (const auto& entry : base) {
-    const std::string name = variable_name(entry);
-    if (name != "KOLO_RANK" && name != "KOLO_LOCAL_RANK" && name != "KOLO_LOCAL_SIZE" && name != "KOLO_CROSS_RANK")
-      env.push_back(entry);
-  }
-  return laid_over(env, kolo_vars);
+  return laid_over(without_rank_identity(base), kolo_vars);
 }
 
 }  // namespace kolorun

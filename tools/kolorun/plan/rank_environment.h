@@ -3,6 +3,7 @@
 // ones the bootstrap reads (and tests/harness/multiprocess.cc sets).
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <optional>
 #include <string>
@@ -37,6 +38,15 @@ std::string make_job_id();
 // `rank`.
 std::vector<std::string> make_rank_environment(const std::vector<std::string>& base, const RankPlacement& rank,
                                                int size, const JobIdentity& job);
+
+// The environment of worker `worker` of an elastic job on `host`: `base` as above
+// without any rank's identity, then the job's store, id and secret, the host's
+// address variables and KOLO_ELASTIC_WORKER. The worker learns its rank from
+// the job's store (src/bootstrap/elastic_join.h). CPU binding is off: each
+// host's share changes as workers come and go.
+std::vector<std::string> make_worker_environment(const std::vector<std::string>& base, int worker,
+                                                 const std::string& host, const JobIdentity& job,
+                                                 std::chrono::milliseconds elastic_timeout);
 
 // The environment of parameter server `server` on `host` of a job of `size`
 // ranks: `base` as above, then KOLO_SERVER_RANK, KOLO_NUM_SERVERS, KOLO_SIZE (the

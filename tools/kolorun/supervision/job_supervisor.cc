@@ -127,6 +127,7 @@ struct JobSupervisor::Impl {
   std::vector<HeldFailure> held_failures;
   bool output_lost[2] = {false, false};  // by stream: a write failed other than for a closed reader
   std::unique_ptr<HeartbeatSender> heartbeats;  // only when some rank is remote
+  std::optional<Clock::time_point> next_policy_tick;  // when settings.policy is asked again
 
   void report(const std::string& message) {
     err.append_line("kolorun: ", message);
@@ -235,6 +236,8 @@ struct JobSupervisor::Impl {
   void start_ranks(const std::vector<LaunchSpec>& specs) {
     for (const auto& spec : specs) {
       if (stopping) break;
+      // Elastic jobs may start their first remote rank after the others.
+      if (spec.remote && !heartbeats) heartbeats = std::make_unique<HeartbeatSender>(settings.heartbeat_interval);
       RankState state;
       state.rank = spec.rank;
       state.server = spec.server;
@@ -289,7 +292,11 @@ struct JobSupervisor::Impl {
     std::string text = r.event(how);
     // A server asked to stop because the ranks are done has not failed, however it ends.
     bool failed = code != 0 && !(r.server >= 0 && servers_told);
-    if (failed && !stopping && !stop_after_flight) {
+    const bool policy_says = settings.policy && r.server < 0 && !stopping && !stop_after_flight;
+    if (policy_says && settings.policy->goes_on_without(r.rank, code, text) && failed) {
+      report(text);
+      next_policy_tick.reset();  // the policy acts on it at once
+    } else if (failed && !stopping && !stop_after_flight) {
       if (wait_for_blamed(r, code, text)) return;
       stop_job_after_records(code, text);
       report_held_failures();
@@ -451,7 +458,24 @@ struct JobSupervisor::Impl {
     return false;
   }
 
+  void apply_policy() {
+    if (!settings.policy || stopping || stop_after_flight) return;
+    JobPolicy::Actions actions = settings.policy->tick();
+    for (const auto& line : actions.reports) report(line);
+    for (int rank : actions.kill) {
+      for (auto& r : ranks)
+        if (r.running && r.server < 0 && r.rank == rank) signal_rank(r, SIGKILL);
+    }
+    if (actions.fail) {
+      stop_job_after_records(actions.fail->first, actions.fail->second);
+      return;
+    }
+    start_ranks(actions.start);
+    next_policy_tick = Clock::now() + settings.policy->period();
+  }
+
   void check_deadlines(Clock::time_point now) {
+    if (settings.policy && (!next_policy_tick || now >= *next_policy_tick)) apply_policy();
     stop_servers_after_ranks();
     if (job_deadline && !stopping && !stop_after_flight && now >= *job_deadline) {
       stop_job_after_records(kExitTimeout, "the job did not finish within " + seconds_text(*settings.timeout) +
@@ -497,6 +521,10 @@ struct JobSupervisor::Impl {
     consider(flight_deadline, true);
     if (!held_failures.empty()) consider(held_failures.front().until, true);
     for (const auto& r : ranks) consider(r.start_deadline, r.running);
+    if (settings.policy && !stopping && any_rank_running()) {
+      if (!next_policy_tick) return 0;  // the policy acts now
+      consider(next_policy_tick, true);
+    }
     if (!next) return -1;
     auto wait = std::chrono::ceil<milliseconds>(*next - now).count();
     return static_cast<int>(std::clamp<long long>(wait, 0, 60'000));
@@ -545,8 +573,6 @@ struct JobSupervisor::Impl {
 
   int run(const std::vector<LaunchSpec>& specs) {
     if (settings.timeout) job_deadline = Clock::now() + *settings.timeout;
-    for (const auto& spec : specs)
-      if (spec.remote && !heartbeats) heartbeats = std::make_unique<HeartbeatSender>(settings.heartbeat_interval);
     become_subreaper();
     start_ranks(specs);
     while (any_running() || any_stream_open()) {

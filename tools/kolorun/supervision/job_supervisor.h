@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "local/process_spawner.h"
+#include "supervision/job_policy.h"
 #include "supervision/signal_channel.h"
 
 namespace kolorun {
@@ -52,6 +53,9 @@ struct SupervisorSettings {
   std::string flight_dir;
   int size = 0;
   std::chrono::milliseconds flight_wait{1000};
+  // Elastic jobs: decides whether a failure ends the job, and starts and kills
+  // ranks while it runs (job_policy.h). Null: the first failure ends the job.
+  JobPolicy* policy = nullptr;
   // Called with each local rank's process group as it starts (job_watchdog.h); a
   // remote rank's local process is its --remote-exec, which cleans up its host.
   std::function<void(pid_t)> on_rank_started;

@@ -1,0 +1,78 @@
+// Elastic training: a job kolorun runs with --min-np (and --max-np, -H or a host
+// discovery script) survives lost workers and takes in new ones. When a worker
+// fails, the others' pending operations fail with PeerFailureError; each then
+// calls reset(), which re-forms the job in place under a new generation: ranks
+// renumbered with the oldest survivors first, the communicator rebuilt, process
+// sets gone. No survivor restarts or loses memory; a State holds what training
+// must keep, and run() does the rest:
+//
+//   MyState state(...);                  // save(), restore(), sync() of the model
+//   kolo::elastic::run(state, [&] {
+//     for (; state.epoch < epochs; ++state.epoch) { ...; state.commit(); }
+//   });
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kolo/error.h"
+
+namespace kolo::elastic {
+
+// True in a job kolorun started in elastic mode.
+bool enabled();
+
+// Ends this rank's session and joins the job's newest membership (init() again):
+// after a PeerFailureError, or when hosts_updated() says so. Outside an elastic
+// job: shutdown() then init(). Throws ShutdownError when kolorun removed this
+// worker from the job, TimeoutError when the job does not re-form within
+// KOLO_ELASTIC_TIMEOUT.
+void reset();
+
+// True when the job has a newer membership (workers were added) and this rank
+// must reset. Every rank that has completed the same collectives gives the same
+// answer, so all of them reset at the same step; it runs no collective.
+bool hosts_updated();
+
+// Thrown by State::check_host_updates() so that run() resets without restoring.
+class HostsUpdatedInterrupt : public Error {
+ public:
+  explicit HostsUpdatedInterrupt(bool skip_sync = false)
+      : Error("kolo elastic: the job's hosts changed; resetting"), skip_sync_(skip_sync) {}
+  bool skip_sync() const { return skip_sync_; }
+
+ private:
+  bool skip_sync_;
+};
+
+// What training keeps across resets. commit() saves it (and checks for host
+// updates), restore() goes back to the last save, sync() makes every rank's
+// equal to rank 0's.
+class State {
+ public:
+  virtual ~State() = default;
+  virtual void save() = 0;
+  virtual void restore() = 0;
+  virtual void sync() = 0;
+
+  void commit() {
+    save();
+    check_host_updates();
+  }
+  // Throws HostsUpdatedInterrupt when hosts_updated().
+  void check_host_updates();
+  // Called, in order, after every reset (before sync()).
+  void register_reset_callbacks(std::vector<std::function<void()>> callbacks);
+  void on_reset();
+
+ private:
+  std::vector<std::function<void()>> reset_callbacks_;
+};
+
+// Runs `train` until it returns: syncs the state first; a PeerFailureError
+// restores the last commit, resets and runs it again; a HostsUpdatedInterrupt
+// resets and runs it again from where the state is. Other errors pass through.
+void run(State& state, const std::function<void()>& train);
+
+}  // namespace kolo::elastic

@@ -1,0 +1,187 @@
+"""A PyTorch training's state across resets, as horovod.torch.elastic.TorchState:
+models, optimizers, learning-rate schedulers and ElasticSamplers by their own
+state_dict()s, everything else as ObjectState attributes."""
+
+import copy
+
+import torch
+
+from kolo.torch.elastic.base import ObjectState, _check_attribute_name
+from kolo.torch.elastic.sampler import ElasticSampler
+from kolo.torch.functions import (allgather_object, broadcast_object, broadcast_optimizer_state,
+                                  broadcast_parameters)
+from kolo.torch.mpi_ops import rank
+
+
+class StateHandler:
+    """Saves, restores and synchronizes one attribute of a TorchState."""
+
+    kind = object
+
+    def __init__(self, name, value):
+        self.name = name
+        self.value = value
+        self._keep()
+
+    def set_value(self, value):
+        """An attribute assigned anew is saved at once, as in Horovod."""
+        if not isinstance(value, self.kind):
+            raise TypeError(f'kolo.torch.elastic.TorchState: {self.name} holds a {type(self.value).__name__}; '
+                            f'assign another one of its kind, not {value!r}')
+        self.value = value
+        self._keep()
+
+    def _keep(self):
+        # Local, never a collective: a rank that joins builds its state while
+        # the others are elsewhere.
+        self._saved = copy.deepcopy(self.value.state_dict())
+
+    def save(self):
+        self._keep()
+
+    def restore(self):
+        # A copy: load_state_dict may keep the tensors it is given (optimizers
+        # do in recent PyTorch), and training would then change the saved ones.
+        self.value.load_state_dict(copy.deepcopy(self._saved))
+
+    def sync(self):
+        raise NotImplementedError
+
+    def reset(self):
+        pass
+
+    def _name(self, what):
+        return f'kolo.elastic.{self.name}.{what}'
+
+
+class ModelStateHandler(StateHandler):
+    kind = torch.nn.Module
+
+    def restore(self):
+        self.value.load_state_dict(self._saved)  # copies into the parameters
+
+    def sync(self):
+        broadcast_parameters(self.value.state_dict(), root_rank=0)
+
+
+class OptimizerStateHandler(StateHandler):
+    kind = torch.optim.Optimizer
+
+    def sync(self):
+        # broadcast_optimizer_state first gives an optimizer without state one
+        # step; when rank 0 has none, every rank takes rank 0's empty state instead.
+        empty = len(self.value.state_dict()['state']) == 0 if rank() == 0 else None
+        if broadcast_object(empty, root_rank=0, name=self._name('empty')):
+            state = broadcast_object(self.value.state_dict() if rank() == 0 else None, root_rank=0,
+                                     name=self._name('groups'))
+            if rank() != 0:
+                self.value.load_state_dict(state)
+        else:
+            broadcast_optimizer_state(self.value, root_rank=0)
+
+
+class SchedulerStateHandler(StateHandler):
+    kind = (getattr(torch.optim.lr_scheduler, 'LRScheduler', torch.optim.lr_scheduler._LRScheduler),
+            torch.optim.lr_scheduler.ReduceLROnPlateau)
+
+    def sync(self):
+        state = broadcast_object(self.value.state_dict(), root_rank=0, name=self._name('scheduler'))
+        if rank() != 0:
+            self.value.load_state_dict(state)
+
+
+class SamplerStateHandler(StateHandler):
+    kind = ElasticSampler
+
+    def save(self):
+        # What every rank processed: after a failure the survivors go on from
+        # the union, whichever rank recorded which batch.
+        processed = set().union(*allgather_object(self.value.processed_indices, name=self._name('processed')))
+        self.value.processed_indices = processed
+        self._saved = {'epoch': self.value.epoch, 'processed_indices': set(processed)}
+
+    def restore(self):
+        self.value.load_state_dict(self._saved)  # copies the set
+
+    def sync(self):
+        state = broadcast_object(self.value.state_dict(), root_rank=0, name=self._name('sampler'))
+        self.value.load_state_dict(state)
+
+    def reset(self):
+        self.value.reset()
+
+
+# The first entry whose type an attribute's value is decides its handler.
+_handler_registry = [
+    (torch.nn.Module, ModelStateHandler),
+    (torch.optim.Optimizer, OptimizerStateHandler),
+    (SchedulerStateHandler.kind, SchedulerStateHandler),
+    (ElasticSampler, SamplerStateHandler),
+]
+
+
+def get_handler_registry():
+    return _handler_registry
+
+
+def set_handler_registry(registry):
+    global _handler_registry
+    _handler_registry = list(registry)
+
+
+def _handler_for(name, value):
+    for kind, handler in _handler_registry:
+        if isinstance(value, kind):
+            return handler(name, value)
+    return None
+
+
+class TorchState(ObjectState):
+    """The state of a PyTorch training: model and optimizer, and any other
+    keyword arguments (more models and optimizers, schedulers, ElasticSamplers,
+    plain values such as epoch and batch), each an attribute of the object.
+
+    sync() broadcasts rank 0's state: models last, so that the step
+    broadcast_optimizer_state gives an optimizer without state on another rank
+    cannot leave its parameters differing from rank 0's."""
+
+    def __init__(self, model=None, optimizer=None, **kwargs):
+        kwargs.update(model=model, optimizer=optimizer)
+        handlers, plain = {}, {}
+        for name, value in kwargs.items():
+            _check_attribute_name(type(self), name)
+            handler = _handler_for(name, value)
+            if handler is None:
+                plain[name] = value
+            else:
+                handlers[name] = handler
+                object.__setattr__(self, name, value)
+        object.__setattr__(self, '_handlers', handlers)
+        super().__init__(**plain)
+
+    def save(self):
+        for handler in self._handlers.values():
+            handler.save()
+        super().save()
+
+    def restore(self):
+        for handler in self._handlers.values():
+            handler.restore()
+        super().restore()
+
+    def sync(self):
+        ordered = sorted(self._handlers.values(), key=lambda h: isinstance(h, ModelStateHandler))
+        for handler in ordered:
+            handler.sync()
+        super().sync()
+
+    def reset(self):
+        for handler in self._handlers.values():
+            handler.reset()
+        super().reset()
+
+    def __setattr__(self, name, value):
+        handlers = self.__dict__.get('_handlers')
+        if handlers is not None and name in handlers:
+            handlers[name].set_value(value)
+        super().__setattr__(name, value)

@@ -1,0 +1,34 @@
+// How a worker of an elastic job joins it (kolorun --min-np): its rank and its
+// peers come from the newest membership kolorun wrote to the job's store
+// (elastic_membership.h), not from the environment it started with, so that the
+// same call serves the first init(), a survivor's reset and a newcomer.
+#pragma once
+
+#include <optional>
+
+#include "bootstrap/topology.h"
+#include "common/settings.h"
+#include "store/store.h"
+
+namespace kolo::bootstrap {
+
+extern const settings::Setting kElasticWorker, kElasticTimeout;
+
+// This process's worker id in an elastic job; nullopt outside one.
+std::optional<int> elastic_worker();
+
+struct ElasticJoin {
+  Topology topology;
+  int generation = 0;
+  std::unique_ptr<store::StoreClient> store;
+};
+
+// Joins the newest generation after the one this process last joined (every
+// generation at most once): asks kolorun for a new one when there is none, with
+// the rank of the last one that its failure blames (-1: none), and waits for it
+// up to KOLO_ELASTIC_TIMEOUT. A generation that a newer one replaces while its
+// members meet is given up for the newer. Throws ShutdownError when kolorun
+// removed this worker from the job, TimeoutError when no generation forms.
+ElasticJoin join_elastic(int worker, int blamed_rank);
+
+}  // namespace kolo::bootstrap

@@ -1,0 +1,199 @@
+// Elastic jobs end to end: kolorun --min-np/--max-np with kolo_elastic_worker
+// (tests/programs/), which trains under kolo::elastic::run and prints its final
+// state. A lost worker (exit, SIGKILL, a stall, its own error) leaves the others
+// training from their last commit; new slots from a discovery script bring new
+// workers, which take the survivors' state; and the job fails, saying why, when
+// too few workers are left, all fail, or the reset limit passes.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "harness/kolorun_process.h"
+#include "harness/time_bound.h"
+
+#ifndef KOLORUN_PATH
+#error "tests/CMakeLists.txt defines KOLORUN_PATH as the kolorun binary"
+#endif
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using kolo::testing::RunResult;
+using kolo::testing::time_bound;
+
+struct Finished {
+  int rank, size, steps;
+  std::string checksum;
+};
+
+// worker id -> its final line, from the job's stdout.
+std::map<int, Finished> finished_workers(const std::string& out) {
+  std::map<int, Finished> result;
+  const std::regex line(R"(worker (\d+) rank (\d+) size (\d+) steps (\d+) checksum (\S+))");
+  for (std::sregex_iterator it(out.begin(), out.end(), line), end; it != end; ++it) {
+    const auto& m = *it;
+    result[std::stoi(m[1])] = Finished{std::stoi(m[2]), std::stoi(m[3]), std::stoi(m[4]), m[5]};
+  }
+  return result;
+}
+
+RunResult run_elastic(const std::vector<std::string>& args, std::chrono::milliseconds timeout = 60s,
+                      const kolo::testing::Subprocess::Environment& env = {}) {
+  std::vector<std::string> argv{KOLORUN_PATH};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return kolo::testing::run_command(argv, time_bound(timeout), env);
+}
+
+// Every worker in `expected` finished all `steps` in a world of `size`, with
+// one and the same state.
+void expect_finished_alike(const RunResult& r, const std::set<int>& expected, int size, int steps) {
+  const auto done = finished_workers(r.out);
+  std::set<int> ids;
+  for (const auto& [id, f] : done) ids.insert(id);
+  EXPECT_EQ(ids, expected) << r.out << r.err;
+  std::set<std::string> checksums;
+  std::set<int> ranks;
+  for (const auto& [id, f] : done) {
+    EXPECT_EQ(f.size, size) << "worker " << id;
+    EXPECT_EQ(f.steps, steps) << "worker " << id;
+    checksums.insert(f.checksum);
+    ranks.insert(f.rank);
+  }
+  EXPECT_EQ(checksums.size(), 1u) << r.out;
+  EXPECT_EQ(static_cast<int>(ranks.size()), size) << r.out;
+}
+
+class KolorunElastic : public ::testing::TestWithParam<const char*> {};
+
+// Worker 2 of 4 fails at step 10 (exits, is killed, or throws); the others go on
+// with the state they committed and finish alike.
+TEST_P(KolorunElastic, SurvivorsFinishAfterAWorkerIsLost) {
+  const std::string how = GetParam();
+  const auto r = run_elastic({"-np", "4", "--min-np", "2", KOLO_ELASTIC_WORKER_PATH, "40", how, "2", "10"});
+  ASSERT_TRUE(r.exited && r.exit_code == 0) << r.out << r.err;
+  if (how == "throw") {
+    // Its own error: it resets with the others and stays.
+    expect_finished_alike(r, {0, 1, 2, 3}, 4, 40);
+    EXPECT_NE(r.err.find("worker 2 reset at step 10"), std::string::npos) << r.err;
+  } else {
+    expect_finished_alike(r, {0, 1, 3}, 3, 40);
+    EXPECT_NE(r.err.find("elastic: generation 1 has 3 worker(s)"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("worker 0 reset at step 10: rank 0 of 3"), std::string::npos) << r.err;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Faults, KolorunElastic, ::testing::Values("exit", "kill", "throw"));
+
+// A stopped worker is blamed by its peers after KOLO_PEER_TIMEOUT, killed, and
+// the job goes on without it.
+TEST(KolorunElasticStall, AStoppedWorkerIsKilledAndTheOthersGoOn) {
+  const auto r = run_elastic({"-np", "3", "--min-np", "2", KOLO_ELASTIC_WORKER_PATH, "30", "stop", "1", "5"}, 60s,
+                             {{"KOLO_PEER_TIMEOUT", "2"}});
+  ASSERT_TRUE(r.exited && r.exit_code == 0) << r.out << r.err;
+  expect_finished_alike(r, {0, 2}, 2, 30);
+  EXPECT_NE(r.err.find("blames worker 1"), std::string::npos) << r.err;
+}
+
+// Two failures in a row, the second in the world the first left.
+TEST(KolorunElasticLimits, TwoFailuresPassAResetLimitOfTwoAndFailOne) {
+  const std::vector<std::string> faults{KOLO_ELASTIC_WORKER_PATH, "40", "exit", "3", "5", "kill", "2", "15"};
+  auto args = std::vector<std::string>{"-np", "4", "--min-np", "2", "--reset-limit", "2"};
+  args.insert(args.end(), faults.begin(), faults.end());
+  const auto ok = run_elastic(args);
+  ASSERT_TRUE(ok.exited && ok.exit_code == 0) << ok.out << ok.err;
+  expect_finished_alike(ok, {0, 1}, 2, 40);
+
+  args[5] = "1";
+  const auto limited = run_elastic(args);
+  EXPECT_TRUE(limited.exited && limited.exit_code != 0) << limited.out << limited.err;
+  EXPECT_NE(limited.err.find("past --reset-limit 1"), std::string::npos) << limited.err;
+}
+
+TEST(KolorunElasticLimits, FewerThanMinNpFailsAfterTheElasticTimeout) {
+  const auto r = run_elastic({"-np", "2", "--min-np", "2", "--elastic-timeout", "1", KOLO_ELASTIC_WORKER_PATH, "40",
+                              "exit", "1", "5"});
+  EXPECT_TRUE(r.exited && r.exit_code != 0) << r.out << r.err;
+  EXPECT_NE(r.err.find("fewer than --min-np 2 workers for 1"), std::string::npos) << r.err;
+}
+
+TEST(KolorunElasticLimits, EveryWorkerFailingFailsTheJob) {
+  const auto r = run_elastic({"-np", "2", "--min-np", "1", KOLO_ELASTIC_WORKER_PATH, "40", "exit", "0", "5", "exit",
+                              "1", "5"});
+  EXPECT_TRUE(r.exited && r.exit_code == 3) << r.out << r.err;
+}
+
+// A discovery script that adds a host (another name of this machine) brings two
+// workers; the running ones reset at the same step and the newcomers take their
+// state.
+TEST(KolorunElasticDiscovery, NewSlotsBringWorkersThatTakeTheSurvivorsState) {
+  const fs::path dir = fs::temp_directory_path() / ("kolo-elastic-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const fs::path hosts = dir / "hosts", progress = dir / "progress", script = dir / "discover.sh";
+  std::ofstream(hosts) << "localhost:2\n";
+  std::ofstream(script) << "#!/bin/sh\ncat " << hosts.string() << "\n";
+  fs::permissions(script, fs::perms::owner_all);
+  std::thread add_host([&] {
+    const auto deadline = std::chrono::steady_clock::now() + time_bound(30s);
+    while (std::chrono::steady_clock::now() < deadline) {
+      std::ifstream in(progress);
+      int step = 0;
+      if (in >> step && step >= 20) break;
+      std::this_thread::sleep_for(20ms);
+    }
+    std::ofstream(hosts, std::ios::app) << "127.0.0.1:2\n";
+  });
+  const auto r = run_elastic({"-np", "2", "--min-np", "2", "--max-np", "4", "--host-discovery-script", script.string(),
+                              KOLO_ELASTIC_WORKER_PATH, "300"},
+                             90s, {{"KOLO_TEST_PROGRESS_FILE", progress.string()}});
+  add_host.join();
+  fs::remove_all(dir);
+  ASSERT_TRUE(r.exited && r.exit_code == 0) << r.out << r.err;
+  expect_finished_alike(r, {0, 1, 2, 3}, 4, 300);
+  // The two first workers reset at one step.
+  const std::regex reset(R"(worker ([01]) reset at step (\d+): rank \d of 4)");
+  std::set<std::string> steps;
+  for (std::sregex_iterator it(r.err.begin(), r.err.end(), reset), end; it != end; ++it) steps.insert((*it)[2]);
+  EXPECT_EQ(steps.size(), 1u) << r.err;
+}
+
+TEST(KolorunElasticDiscovery, AScriptThatFailsAtTheStartFailsTheJob) {
+  const auto r = run_elastic({"-np", "2", "--host-discovery-script", "exit 3", KOLO_ELASTIC_WORKER_PATH, "5"}, 20s);
+  EXPECT_TRUE(r.exited && r.exit_code != 0) << r.out << r.err;
+  EXPECT_NE(r.err.find("the host discovery script 'exit 3' exited with code 3"), std::string::npos) << r.err;
+  const auto garbage = run_elastic({"-np", "2", "--host-discovery-script", "echo 'a b:x'", KOLO_ELASTIC_WORKER_PATH, "5"},
+                                   20s);
+  EXPECT_TRUE(garbage.exited && garbage.exit_code != 0) << garbage.err;
+  EXPECT_NE(garbage.err.find("discovery script's output"), std::string::npos) << garbage.err;
+}
+
+TEST(KolorunElasticUsage, BadCombinationsAreRefused) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {{"-np", "2", "--min-np", "3", "true"}, "--min-np 3 is above -np 2"},
+      {{"-np", "4", "--max-np", "3", "true"}, "--max-np 3 is below -np 4"},
+      {{"-np", "2", "--reset-limit", "1", "true"}, "need an elastic job"},
+      {{"-np", "2", "--min-np", "1", "--mpi", "true"}, "cannot be handed to mpirun"},
+      {{"-np", "2", "--min-np", "1", "--blacklist-cooldown-range", "5", "true"}, "needs a non-negative number of seconds"},
+      {{"-np", "2", "--min-np", "1", "--blacklist-cooldown-range", "5", "2", "true"}, "is above HIGH"},
+      {{"-np", "2", "--min-np", "1", "-H", "a b:2", "true"}, "may not hold white space"},
+  };
+  for (const auto& c : cases) {
+    const auto r = run_elastic(c.args, 10s);
+    EXPECT_TRUE(r.exited && r.exit_code == 2) << c.says << ": " << r.err;
+    EXPECT_NE(r.err.find(c.says), std::string::npos) << r.err;
+  }
+}
+
+}  // namespace

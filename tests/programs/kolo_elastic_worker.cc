@@ -1,0 +1,130 @@
+// A worker of an elastic job, for kolorun's elastic tests: trains a small model
+// (a vector of floats, each step minus the average of the ranks' gradients)
+// under kolo::elastic::run, committing every step, and at the end prints
+//   "worker W rank R size S steps N checksum C"
+// where every rank that trained the same steps has the same checksum.
+//
+//   kolo_elastic_worker STEPS [FAULT WORKER STEP]...
+// FAULT, done by worker WORKER when it reaches step STEP (once per process):
+//   exit   - exits with code 3;
+//   kill   - SIGKILLs itself;
+//   stop   - SIGSTOPs itself (a stall its peers time out on);
+//   throw  - throws a PeerFailureError of its own (kolo::elastic::run resets).
+// KOLO_TEST_STEP_MS: a pause per step (default 20), so that changes land mid-run.
+// KOLO_TEST_PROGRESS_FILE: rank 0 writes the steps done there after each step.
+// Each reset is said on stderr: "worker W reset at step S: rank R of N".
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kolo/kolo.h"
+
+namespace {
+
+struct Fault {
+  std::string how;
+  int worker = -1;
+  int step = -1;
+};
+
+class ModelState : public kolo::elastic::State {
+ public:
+  std::vector<float> weights = std::vector<float>(4096, 1.0f);
+  int step = 0;
+
+  void save() override {
+    saved_weights_ = weights;
+    saved_step_ = step;
+  }
+  void restore() override {
+    weights = saved_weights_;
+    step = saved_step_;
+  }
+  void sync() override {
+    kolo::broadcast(kolo::make_tensor(weights.data(), static_cast<std::int64_t>(weights.size())), 0,
+                    {.name = "state.weights"});
+    kolo::broadcast(kolo::make_tensor(&step, 1), 0, {.name = "state.step"});
+    save();
+  }
+
+ private:
+  std::vector<float> saved_weights_ = weights;
+  int saved_step_ = 0;
+};
+
+void do_fault(const std::string& how) {
+  std::fprintf(stderr, "fault: %s\n", how.c_str());
+  std::fflush(stderr);
+  if (how == "exit") std::_Exit(3);
+  if (how == "kill") ::raise(SIGKILL);
+  if (how == "stop") ::raise(SIGSTOP);
+  if (how == "throw") throw kolo::PeerFailureError(-1, "the worker's own test fault");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || (argc - 2) % 3 != 0) {
+    std::fprintf(stderr, "usage: kolo_elastic_worker STEPS [FAULT WORKER STEP]...\n");
+    return 2;
+  }
+  const int steps = std::atoi(argv[1]);
+  std::vector<Fault> faults;
+  for (int i = 2; i + 2 < argc; i += 3) faults.push_back(Fault{argv[i], std::atoi(argv[i + 1]), std::atoi(argv[i + 2])});
+  const char* worker_text = std::getenv("KOLO_ELASTIC_WORKER");
+  const int worker = worker_text ? std::atoi(worker_text) : -1;
+  const char* pause_text = std::getenv("KOLO_TEST_STEP_MS");
+  const auto pause = std::chrono::milliseconds(pause_text ? std::atoi(pause_text) : 20);
+
+  kolo::init();
+  ModelState state;
+  state.register_reset_callbacks({[&] {
+    std::fprintf(stderr, "worker %d reset at step %d: rank %d of %d\n", worker, state.step, kolo::rank(),
+                 kolo::size());
+    std::fflush(stderr);
+  }});
+  const char* progress_file = std::getenv("KOLO_TEST_PROGRESS_FILE");
+  try {
+    kolo::elastic::run(state, [&] {
+      while (state.step < steps) {
+        for (auto& f : faults) {
+          if (f.worker == worker && f.step == state.step) {
+            f.worker = -1;  // once
+            do_fault(f.how);
+          }
+        }
+        std::vector<float> gradient(state.weights.size());
+        for (std::size_t i = 0; i < gradient.size(); ++i)
+          gradient[i] = 0.001f * static_cast<float>((i % 7) + 1) * state.weights[i];
+        kolo::allreduce(kolo::make_tensor(gradient.data(), static_cast<std::int64_t>(gradient.size())),
+                        {.op = kolo::ReduceOp::Average, .name = "gradient"});
+        for (std::size_t i = 0; i < gradient.size(); ++i) state.weights[i] -= gradient[i];
+        ++state.step;
+        if (progress_file && kolo::rank() == 0) {
+          if (std::FILE* f = std::fopen(progress_file, "w")) {
+            std::fprintf(f, "%d\n", state.step);
+            std::fclose(f);
+          }
+        }
+        state.commit();
+        std::this_thread::sleep_for(pause);
+      }
+    });
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "worker %d failed: %s\n", worker, e.what());
+    return 4;
+  }
+  double checksum = 0;
+  for (std::size_t i = 0; i < state.weights.size(); ++i) checksum += state.weights[i] * static_cast<double>(i + 1);
+  std::printf("worker %d rank %d size %d steps %d checksum %.9g\n", worker, kolo::rank(), kolo::size(), state.step,
+              checksum);
+  std::fflush(stdout);
+  kolo::shutdown();
+  return 0;
+}

@@ -1,0 +1,37 @@
+// The hosts of an elastic job: what -H gives, or what --host-discovery-script
+// prints now. Unlike a launch plan's host list, two names of this machine
+// (localhost, 127.0.0.1) stay two hosts, as Horovod's elastic mode has them.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "options/host_list.h"
+
+namespace kolorun {
+
+// Lines (or -H entries) "host" or "host:slots"; bare hosts get `default_slots`.
+// Blank lines are skipped; a name repeated adds its slots. Throws UsageError
+// naming `source` and the entry for anything else (a bad number, white space in
+// a name, more than 4096 hosts).
+std::vector<HostSlots> parse_elastic_hosts(const std::string& text, char separator, int default_slots,
+                                           const std::string& source);
+
+// Runs `script` (through /bin/sh -c) and parses what it prints. Throws
+// LaunchError when it cannot run, exits non-zero, is killed, prints more than
+// 1 MiB or runs past `timeout` (it is then killed), and UsageError for output
+// that is not a host list.
+std::vector<HostSlots> discover_hosts(const std::string& script, int default_slots,
+                                      std::chrono::milliseconds timeout);
+
+// How long one run of a discovery script may take before it is killed.
+inline constexpr std::chrono::milliseconds kDiscoveryScriptTimeout{10000};
+
+// An elastic job's hosts at its start: -H (each name its own host), the
+// hostfile, or the discovery script's first list (whose failure fails the job).
+std::vector<HostSlots> initial_elastic_hosts(const std::string& hosts, const std::string& hostfile,
+                                             const std::string& script, int slots_per_host);
+
+}  // namespace kolorun
