@@ -20,7 +20,8 @@ if ! [[ $seconds =~ ^[1-9][0-9]*$ ]]; then
 fi
 all_targets=(engine_requests_fuzzer engine_responses_fuzzer stall_report_fuzzer store_requests_fuzzer
              store_replies_fuzzer flight_report_fuzzer kolorun_options_fuzzer host_list_fuzzer
-             remote_spec_fuzzer env_parsers_fuzzer tcp_handshake_fuzzer)
+             remote_spec_fuzzer env_parsers_fuzzer tcp_handshake_fuzzer elastic_hosts_fuzzer
+             elastic_membership_fuzzer)
 targets=("${@:-${all_targets[@]}}")
 
 cxx=${KOLO_FUZZ_CXX:-$(command -v clang++-14 || command -v clang++ || true)}

@@ -25,7 +25,7 @@ TEST(ElasticMembership, RankOrderIsOldestFirstWithEachHostsWorkersTogether) {
 }
 
 TEST(ElasticMembership, MalformedRecordsAreRefused) {
-  for (const char* bad : {"", "1 a", "x a\n", "1 a\n1 b\n", "-1 a\n", "1 \n", "1 a b\n", "1\n"})
+  for (const char* bad : {"", "1 a", "x a\n", "1 a\n1 b\n", "-1 a\n", "1 \n", "1 a b\n", "1\n", "01 a\n"})
     EXPECT_THROW(decode_membership(bad, 1), InvalidArgumentError) << bad;
 }
 
@@ -35,7 +35,8 @@ TEST(ElasticMembership, ResetRequestsRoundTripAndRejectGarbage) {
   EXPECT_EQ(r->generation, 4);
   EXPECT_EQ(r->blamed_rank, 2);
   EXPECT_EQ(decode_reset_request("3 -1")->blamed_rank, -1);
-  for (const char* bad : {"", "3", "3 x", "-2 1", "3 -2", "3 1 2"}) EXPECT_FALSE(decode_reset_request(bad)) << bad;
+  for (const char* bad : {"", "3", "3 x", "-2 1", "3 -2", "3 1 2", "03 1", "3 -0"})
+    EXPECT_FALSE(decode_reset_request(bad)) << bad;
 }
 
 }  // namespace

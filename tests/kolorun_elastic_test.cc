@@ -103,6 +103,25 @@ TEST(KolorunElasticStall, AStoppedWorkerIsKilledAndTheOthersGoOn) {
   EXPECT_NE(r.err.find("blames worker 1"), std::string::npos) << r.err;
 }
 
+// Rank 0, which holds the state every sync gives out, is killed: the oldest
+// survivor becomes rank 0 and the others take its state.
+TEST(KolorunElasticFaults, RankZeroKilled) {
+  const auto r = run_elastic({"-np", "3", "--min-np", "2", KOLO_ELASTIC_WORKER_PATH, "30", "kill", "0", "8"});
+  ASSERT_TRUE(r.exited && r.exit_code == 0) << r.out << r.err;
+  expect_finished_alike(r, {1, 2}, 2, 30);
+  EXPECT_NE(r.err.find("worker 1 reset at step 8: rank 0 of 2"), std::string::npos) << r.err;
+}
+
+// A second worker dies inside the sync that follows the first loss: the sync
+// fails, the survivors restore their commit and re-form once more.
+TEST(KolorunElasticFaults, AKillDuringTheSyncAfterALossIsSurvived) {
+  const auto r = run_elastic({"-np", "4", "--min-np", "2", KOLO_ELASTIC_WORKER_PATH, "30", "kill", "2", "10",
+                              "sync-kill", "1", "10"});
+  ASSERT_TRUE(r.exited && r.exit_code == 0) << r.out << r.err;
+  expect_finished_alike(r, {0, 3}, 2, 30);
+  EXPECT_NE(r.err.find("elastic: generation 2 has 2 worker(s)"), std::string::npos) << r.err;
+}
+
 // Two failures in a row, the second in the world the first left.
 TEST(KolorunElasticLimits, TwoFailuresPassAResetLimitOfTwoAndFailOne) {
   const std::vector<std::string> faults{KOLO_ELASTIC_WORKER_PATH, "40", "exit", "3", "5", "kill", "2", "15"};

@@ -70,9 +70,12 @@ class State {
   std::vector<std::function<void()>> reset_callbacks_;
 };
 
-// Runs `train` until it returns: syncs the state first; a PeerFailureError
-// restores the last commit, resets and runs it again; a HostsUpdatedInterrupt
-// resets and runs it again from where the state is. Other errors pass through.
+// Runs `train` until it returns: syncs the state first; an error of the job
+// (any kolo::Error but InvalidArgumentError and MismatchError, which are the
+// program's) restores the last commit, resets and runs it again; a
+// HostsUpdatedInterrupt resets and runs it again from where the state is.
+// Errors of reset() itself (this worker removed, the job gone) pass through,
+// as do all others. kolo.torch.elastic.run has the same rule.
 void run(State& state, const std::function<void()>& train);
 
 }  // namespace kolo::elastic

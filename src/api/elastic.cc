@@ -36,7 +36,17 @@ void reset() {
       engine->abort("rank " + std::to_string(engine->rank()) + " left to re-form the job (kolo::elastic::reset)");
   }
   kolo::shutdown();
-  runtime::init_after_failure(blamed);
+  // A member lost while the new generation builds its communicator fails the
+  // build: ask for the next generation, blaming it.
+  for (;;) {
+    try {
+      runtime::init_after_failure(blamed);
+      return;
+    } catch (const PeerFailureError& e) {
+      if (!enabled()) throw;
+      blamed = e.peer_rank();
+    }
+  }
 }
 
 bool hosts_updated() { return enabled() && runtime::engine()->membership_changed(); }
@@ -54,24 +64,25 @@ void State::on_reset() {
 }
 
 void run(State& state, const std::function<void()>& train) {
-  bool reset_needed = false;
   bool skip_sync = false;
   for (;;) {
     try {
-      if (reset_needed) {
-        reset();
-        state.on_reset();
-      }
       if (!skip_sync) state.sync();
       train();
       return;
-    } catch (const PeerFailureError&) {
-      state.restore();
-      skip_sync = false;
     } catch (const HostsUpdatedInterrupt& e) {
       skip_sync = e.skip_sync();
+    } catch (const InvalidArgumentError&) {
+      throw;  // the program's error: a retry would meet it again
+    } catch (const MismatchError&) {
+      throw;
+    } catch (const Error&) {
+      // The job's: a rank failed, stalled or left.
+      state.restore();
+      skip_sync = false;
     }
-    reset_needed = true;
+    reset();
+    state.on_reset();
   }
 }
 

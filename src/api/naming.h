@@ -15,4 +15,8 @@ std::string auto_name(const char* op, const std::source_location& where);
 // The same for a call site that is not C++ (a Python caller's file and line).
 std::string auto_name(const char* op, std::string_view file, unsigned line, unsigned column);
 
+// Every session counts from 0 (init() calls it): a worker that joins an elastic
+// job's running ranks names its operations as they do from the same point on.
+void reset_auto_names();
+
 }  // namespace kolo

@@ -14,6 +14,7 @@
 #include "api/allocator_tuning.h"
 #include "api/known_settings.h"
 #include "api/membership_watch.h"
+#include "api/naming.h"
 #include "api/process_set_table.h"
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/world.h"
@@ -92,6 +93,7 @@ std::unique_ptr<Session> start_session(const std::optional<std::vector<int>>& wo
   // use: a bad value fails here, not in the middle of training.
   settings::check_declared();
   detail::tune_allocator_for_training();
+  reset_auto_names();
   auto session = std::make_unique<Session>(bootstrap::Job::join(g_generation, world_ranks, blamed_rank));
   const Topology& t = session->job.topology();
   detail::warn_about_unknown_settings();  // after join(), whose log lines name the rank

@@ -10,10 +10,12 @@
 namespace kolo::elastic {
 namespace {
 
+// Only a number's canonical spelling (no leading zeros, no "-0"), so that each
+// record has one encoding.
 std::optional<int> parse_int(std::string_view text) {
   int value = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  if (ec != std::errc() || end != text.data() + text.size() || std::to_string(value) != text) return std::nullopt;
   return value;
 }
 

@@ -9,7 +9,9 @@
 //   exit   - exits with code 3;
 //   kill   - SIGKILLs itself;
 //   stop   - SIGSTOPs itself (a stall its peers time out on);
-//   throw  - throws a PeerFailureError of its own (kolo::elastic::run resets).
+//   throw  - throws a PeerFailureError of its own (kolo::elastic::run resets);
+//   sync-exit, sync-kill, ... - the same inside the state's sync (between its
+//            two broadcasts), at the first sync at or after step STEP.
 // KOLO_TEST_STEP_MS: a pause per step (default 20), so that changes land mid-run.
 // KOLO_TEST_PROGRESS_FILE: rank 0 writes the steps done there after each step.
 // Each reset is said on stderr: "worker W reset at step S: rank R of N".
@@ -19,6 +21,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -46,9 +49,12 @@ class ModelState : public kolo::elastic::State {
     weights = saved_weights_;
     step = saved_step_;
   }
+  std::function<void()> during_sync;  // a fault's hook, between the two broadcasts
+
   void sync() override {
     kolo::broadcast(kolo::make_tensor(weights.data(), static_cast<std::int64_t>(weights.size())), 0,
                     {.name = "state.weights"});
+    if (during_sync) during_sync();
     kolo::broadcast(kolo::make_tensor(&step, 1), 0, {.name = "state.step"});
     save();
   }
@@ -90,11 +96,19 @@ int main(int argc, char** argv) {
     std::fflush(stderr);
   }});
   const char* progress_file = std::getenv("KOLO_TEST_PROGRESS_FILE");
+  state.during_sync = [&] {
+    for (auto& f : faults) {
+      if (f.worker == worker && f.how.rfind("sync-", 0) == 0 && state.step >= f.step) {
+        f.worker = -1;
+        do_fault(f.how.substr(5));
+      }
+    }
+  };
   try {
     kolo::elastic::run(state, [&] {
       while (state.step < steps) {
         for (auto& f : faults) {
-          if (f.worker == worker && f.step == state.step) {
+          if (f.worker == worker && f.step == state.step && f.how.rfind("sync-", 0) != 0) {
             f.worker = -1;  // once
             do_fault(f.how);
           }

@@ -21,6 +21,7 @@ using Clock = std::chrono::steady_clock;
 
 constexpr std::size_t kMaxOutput = 1 << 20;
 constexpr std::size_t kMaxHosts = 4096;
+constexpr int kMaxSlots = 1 << 16;
 
 // What is wrong with an entry, or empty when nothing is.
 std::string parse_entry(std::string_view entry, int default_slots, HostSlots& out) {
@@ -31,7 +32,7 @@ std::string parse_entry(std::string_view entry, int default_slots, HostSlots& ou
     const std::string_view count = entry.substr(colon + 1);
     int slots = 0;
     const auto [end, ec] = std::from_chars(count.data(), count.data() + count.size(), slots);
-    if (ec != std::errc() || end != count.data() + count.size() || slots <= 0 || slots > 1 << 16)
+    if (ec != std::errc() || end != count.data() + count.size() || slots <= 0 || slots > kMaxSlots)
       return "slots '" + std::string(count) + "' are not a whole number from 1 to 65536";
     out.slots = slots;
   }
@@ -66,6 +67,8 @@ std::vector<HostSlots> parse_elastic_hosts(const std::string& text, char separat
     auto same = std::find_if(hosts.begin(), hosts.end(), [&](const HostSlots& h) { return h.host == parsed.host; });
     if (same != hosts.end()) {
       same->slots += parsed.slots;
+      if (same->slots > kMaxSlots)
+        throw UsageError(source + ": host " + same->host + " has more than " + std::to_string(kMaxSlots) + " slots");
     } else {
       if (hosts.size() >= kMaxHosts) throw UsageError(source + ": more than " + std::to_string(kMaxHosts) + " hosts");
       hosts.push_back(std::move(parsed));
