@@ -19,4 +19,12 @@ grep -Eq '^\[0\]<stdout>:Epoch\[0\] Validation-accuracy=0\.[0-9]+$' "$out" ||
   >"$out" 2>&1 || { cat "$out"; echo "pytorch_synthetic_benchmark.py failed" >&2; exit 1; }
 grep -Eq '^\[0\]<stdout>:Total img/sec on 2 worker\(s\): [0-9.]+ \+-[0-9.]+$' "$out" ||
   { cat "$out"; echo "pytorch_synthetic_benchmark.py printed no total" >&2; exit 1; }
+# The elastic example loses worker 2 mid-epoch and trains on with the other two.
+"$kolorun" -np 3 --min-np 2 "$python" "$source/examples/python/fashion_mnist_elastic.py" --limit 3072 \
+  --commit-every 4 --log-interval 4 --kill-worker 2 --kill-at-batch 10 >"$out" 2>&1 ||
+  { cat "$out"; echo "fashion_mnist_elastic.py failed" >&2; exit 1; }
+grep -Eq '^\[0\]<stdout>:fashion_mnist_elastic.py: re-formed with 2 worker\(s\), epoch 0, [0-9]+ samples left in it$' \
+  "$out" || { cat "$out"; echo "fashion_mnist_elastic.py did not re-form with 2 workers" >&2; exit 1; }
+grep -Eq '^\[0\]<stdout>:Epoch\[0\] Validation-accuracy=0\.[0-9]+$' "$out" ||
+  { cat "$out"; echo "fashion_mnist_elastic.py printed no validation accuracy" >&2; exit 1; }
 echo "python examples: ok"
