@@ -184,6 +184,57 @@ TEST(KolorunElasticDiscovery, NewSlotsBringWorkersThatTakeTheSurvivorsState) {
   EXPECT_EQ(steps.size(), 1u) << r.err;
 }
 
+// Waits until rank 0 of kolo_elastic_worker has written at least `step` to
+// `progress` (KOLO_TEST_PROGRESS_FILE), or the bound passes.
+void wait_for_step(const fs::path& progress, int step) {
+  const auto deadline = std::chrono::steady_clock::now() + time_bound(30s);
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::ifstream in(progress);
+    int done = 0;
+    if (in >> done && done >= step) return;
+    std::this_thread::sleep_for(20ms);
+  }
+}
+
+// Horovod's scenario of hosts added then removed: sizes 2, 4, 2. The first host
+// leaves the discovery script's list, its workers go, and a worker that joined
+// on the second host becomes rank 0 with the state it took from the first.
+TEST(KolorunElasticDiscovery, HostsAddedThenRemovedAndTheJoinerBecomesRankZero) {
+  const fs::path dir = fs::temp_directory_path() / ("kolo-elastic-rm-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const fs::path hosts = dir / "hosts", progress = dir / "progress", script = dir / "discover.sh";
+  std::ofstream(hosts) << "localhost:2\n";
+  std::ofstream(script) << "#!/bin/sh\ncat " << hosts.string() << "\n";
+  fs::permissions(script, fs::perms::owner_all);
+  std::thread change_hosts([&] {
+    wait_for_step(progress, 20);
+    std::ofstream(hosts, std::ios::app) << "127.0.0.1:2\n";
+    // Rank 0 keeps writing: past step 60 the job of 4 has run a while.
+    wait_for_step(progress, 120);
+    std::ofstream(hosts, std::ios::trunc) << "127.0.0.1:2\n";
+  });
+  const auto r = run_elastic({"-np", "2", "--min-np", "2", "--max-np", "4", "--host-discovery-script", script.string(),
+                              KOLO_ELASTIC_WORKER_PATH, "400"},
+                             120s, {{"KOLO_TEST_PROGRESS_FILE", progress.string()}});
+  change_hosts.join();
+  fs::remove_all(dir);
+  ASSERT_TRUE(r.exited && r.exit_code == 0) << r.out << r.err;
+  expect_finished_alike(r, {2, 3}, 2, 400);
+  const auto done = finished_workers(r.out);
+  ASSERT_TRUE(done.count(2)) << r.out;
+  EXPECT_EQ(done.at(2).rank, 0) << r.out;
+  EXPECT_NE(r.err.find("is gone from the discovery script's list"), std::string::npos) << r.err;
+}
+
+// A failed worker's host is back after its cooldown and takes a new worker.
+TEST(KolorunElasticLimits, AnExcludedHostIsBackAfterItsCooldown) {
+  const auto r = run_elastic({"-np", "3", "--min-np", "2", "-H", "localhost:2,127.0.0.1:1", "--blacklist-cooldown-range",
+                              "0.5", "0.5", KOLO_ELASTIC_WORKER_PATH, "250", "exit", "2", "10"});
+  ASSERT_TRUE(r.exited && r.exit_code == 0) << r.out << r.err;
+  expect_finished_alike(r, {0, 1, 3}, 3, 250);
+  EXPECT_NE(r.err.find("host 127.0.0.1 is back after its cooldown"), std::string::npos) << r.err;
+}
+
 TEST(KolorunElasticDiscovery, AScriptThatFailsAtTheStartFailsTheJob) {
   const auto r = run_elastic({"-np", "2", "--host-discovery-script", "exit 3", KOLO_ELASTIC_WORKER_PATH, "5"}, 20s);
   EXPECT_TRUE(r.exited && r.exit_code != 0) << r.out << r.err;
