@@ -188,7 +188,10 @@ int run_elastic(const LaunchOptions& options, const std::vector<HostSlots>& host
     return spec;
   };
   auto store = kolo::store::StoreClient::connect(address.host, address.port, job.secret, std::chrono::seconds(10));
-  const int np = options.num_proc.value_or(elastic.min_np.value_or(1));
+  // Without -np: every slot -H gives, or --min-np workers on discovered hosts.
+  int slots = 0;
+  for (const auto& h : hosts) slots += h.slots;
+  const int np = options.num_proc.value_or(elastic.discovery_script.empty() ? slots : elastic.min_np.value_or(1));
   ElasticDriver driver(elastic, np, hosts, make_spec, std::move(store), options.verbose);
   SupervisorSettings settings = supervisor_settings(options);
   settings.flight_dir = job.flight_dir;

@@ -67,6 +67,9 @@ struct RankState {
   // A remote rank until its --remote-exec said it started (start_word.h).
   std::unique_ptr<StartWordFilter> start_word;
   std::optional<Clock::time_point> start_deadline;
+  // Told to die through its control channel: when its local process is killed
+  // if it has not ended (the remote host may be unreachable).
+  std::optional<Clock::time_point> remote_kill_deadline;
   milliseconds start_timeout{0};
   std::string launcher_command;
   bool awaiting_start() const { return start_word && !start_word->seen() && start_deadline.has_value(); }
@@ -111,7 +114,7 @@ struct JobSupervisor::Impl {
   std::optional<int> exit_status;  // set by what first ended the job
   bool stopping = false;
   bool killed = false;
-  std::optional<Clock::time_point> job_deadline, kill_deadline, drain_deadline, remote_kill_deadline;
+  std::optional<Clock::time_point> job_deadline, kill_deadline, drain_deadline;
   // Between asking the ranks for their flight records and reading them.
   std::optional<Clock::time_point> flight_deadline;
   bool stop_after_flight = false;  // stop the job once the records are in
@@ -137,7 +140,7 @@ struct JobSupervisor::Impl {
   void signal_rank(RankState& r, int sig) {
     if (r.control && !r.control->closed()) {
       r.control->send_signal(sig);
-      if (sig == SIGKILL && !remote_kill_deadline) remote_kill_deadline = Clock::now() + kRemoteKillWait;
+      if (sig == SIGKILL && !r.remote_kill_deadline) r.remote_kill_deadline = Clock::now() + kRemoteKillWait;
       return;
     }
     ::kill(-r.pid, sig);
@@ -496,10 +499,10 @@ struct JobSupervisor::Impl {
       ::kill(-r.pid, SIGKILL);
     }
     if (kill_deadline && !killed && now >= *kill_deadline) kill_remaining();
-    if (remote_kill_deadline && now >= *remote_kill_deadline) {
-      for (auto& r : ranks)
-        if (r.running) ::kill(-r.pid, SIGKILL);
-      remote_kill_deadline.reset();
+    for (auto& r : ranks) {
+      if (!r.running || !r.remote_kill_deadline || now < *r.remote_kill_deadline) continue;
+      ::kill(-r.pid, SIGKILL);
+      r.remote_kill_deadline.reset();
     }
     if (!any_running() && !drain_deadline) drain_deadline = now + settings.output_drain;
     if (drain_deadline && now >= *drain_deadline) {
@@ -517,7 +520,7 @@ struct JobSupervisor::Impl {
     consider(job_deadline, !stopping);
     consider(kill_deadline, !killed);
     consider(drain_deadline, true);
-    consider(remote_kill_deadline, true);
+    for (const auto& r : ranks) consider(r.remote_kill_deadline, r.running);
     consider(flight_deadline, true);
     if (!held_failures.empty()) consider(held_failures.front().until, true);
     for (const auto& r : ranks) consider(r.start_deadline, r.running);
