@@ -122,6 +122,18 @@ TEST(KolorunElasticFaults, AKillDuringTheSyncAfterALossIsSurvived) {
   EXPECT_NE(r.err.find("elastic: generation 2 has 2 worker(s)"), std::string::npos) << r.err;
 }
 
+// A process set made before a reset is refused after it, with a message that
+// says to add it again; the set added again works, under an id of its own.
+TEST(KolorunElasticFaults, ProcessSetsOfAnEarlierGenerationAreRefused) {
+  const auto r = run_elastic({"-np", "3", "--min-np", "2", KOLO_ELASTIC_WORKER_PATH, "20", "exit", "2", "5"}, 60s,
+                             {{"KOLO_TEST_PROCESS_SET", "1"}});
+  ASSERT_TRUE(r.exited && r.exit_code == 0) << r.out << r.err;
+  expect_finished_alike(r, {0, 1}, 2, 20);
+  EXPECT_NE(r.err.find("worker 0: old set refused: process set 1 belongs to an earlier generation"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("worker 1: new set 65537 sums to 2"), std::string::npos) << r.err;
+}
+
 // Two failures in a row, the second in the world the first left.
 TEST(KolorunElasticLimits, TwoFailuresPassAResetLimitOfTwoAndFailOne) {
   const std::vector<std::string> faults{KOLO_ELASTIC_WORKER_PATH, "40", "exit", "3", "5", "kill", "2", "15"};

@@ -18,8 +18,17 @@ void ProcessSetTable::add(int id, Set set) {
   next_id_ = std::max(next_id_, id + 1);
 }
 
+void ProcessSetTable::start_ids_at(int first) {
+  std::lock_guard lock(mutex_);
+  first_id_ = next_id_ = first;
+}
+
 const ProcessSetTable::Set& ProcessSetTable::checked(int id) const {
   auto it = sets_.find(id);
+  if (it == sets_.end() && id > 0 && id < first_id_)
+    throw InvalidArgumentError("process set " + std::to_string(id) +
+                               " belongs to an earlier generation of this elastic job: a reset re-forms the job "
+                               "without its process sets; add it again with add_process_set (on every rank)");
   if (it == sets_.end())
     throw InvalidArgumentError("process set " + std::to_string(id) +
                                " does not exist (add it with add_process_set, on every rank)");

@@ -23,6 +23,10 @@ class ProcessSetTable {
   // The id the next add() gets: ids agree across ranks because every rank adds
   // its sets in the same order.
   int next_id() const;
+  // Ids from `first` on (an elastic job's generation picks them, so that a set
+  // of an earlier generation is never taken for a new one); an id below it
+  // names a set of an earlier session.
+  void start_ids_at(int first);
   void add(int id, Set set);
   // Takes the set out of the table (its engine is the caller's to shut down);
   // InvalidArgumentError when there is no such set.
@@ -43,6 +47,7 @@ class ProcessSetTable {
   mutable std::mutex mutex_;
   std::map<int, Set> sets_;
   int next_id_ = 1;
+  int first_id_ = 1;
 };
 
 }  // namespace kolo

@@ -17,6 +17,7 @@
 #include "api/naming.h"
 #include "api/process_set_table.h"
 #include "bootstrap/bootstrap.h"
+#include "bootstrap/elastic_join.h"
 #include "bootstrap/world.h"
 #include "common/job_names.h"
 #include "common/settings.h"
@@ -108,6 +109,8 @@ std::unique_ptr<Session> start_session(const std::optional<std::vector<int>>& wo
   // Named by the secret's tag where there is one: /tmp lists it to every user.
   if (config.flight_recorder_dir.empty()) config.flight_recorder_dir = job_flight_dir(t.secret, job_id);
   session->config = config;
+  // An elastic job's generations number their sets apart (process_set_table.h).
+  if (bootstrap::elastic_worker()) session->sets.start_ids_at(((session->job.generation() % 32768) << 16) + 1);
   session->engine = std::make_shared<engine::Engine>(session->job.communicator(), config);
   session->membership_watch = std::make_unique<runtime::MembershipWatch>(session->job, session->engine);
   return session;

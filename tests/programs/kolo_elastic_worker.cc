@@ -15,6 +15,8 @@
 // KOLO_TEST_STEP_MS: a pause per step (default 20), so that changes land mid-run.
 // KOLO_TEST_PROGRESS_FILE: rank 0 writes the steps done there after each step.
 // Each reset is said on stderr: "worker W reset at step S: rank R of N".
+// KOLO_TEST_PROCESS_SET: a process set of every rank, made again after each reset
+// (the old one must be refused, said on stderr).
 #include <signal.h>
 #include <unistd.h>
 
@@ -90,9 +92,30 @@ int main(int argc, char** argv) {
 
   kolo::init();
   ModelState state;
+  // KOLO_TEST_PROCESS_SET: a set of every rank, made at the start and again
+  // after each reset, where the old one must be refused.
+  const bool with_set = std::getenv("KOLO_TEST_PROCESS_SET") != nullptr;
+  auto every_rank = [] {
+    std::vector<int> ranks;
+    for (int r = 0; r < kolo::size(); ++r) ranks.push_back(r);
+    return kolo::add_process_set(ranks);
+  };
+  kolo::ProcessSet set = with_set ? every_rank() : kolo::global_process_set;
   state.register_reset_callbacks({[&] {
     std::fprintf(stderr, "worker %d reset at step %d: rank %d of %d\n", worker, state.step, kolo::rank(),
                  kolo::size());
+    if (with_set) {
+      float x = 1.0f;
+      try {
+        kolo::allreduce(kolo::make_tensor(&x, 1), {.name = "stale", .process_set = set});
+        std::fprintf(stderr, "worker %d: the old process set %d still works\n", worker, set.id);
+      } catch (const kolo::InvalidArgumentError& e) {
+        std::fprintf(stderr, "worker %d: old set refused: %s\n", worker, e.what());
+      }
+      set = every_rank();
+      kolo::allreduce(kolo::make_tensor(&x, 1), {.op = kolo::ReduceOp::Sum, .name = "fresh", .process_set = set});
+      std::fprintf(stderr, "worker %d: new set %d sums to %g\n", worker, set.id, static_cast<double>(x));
+    }
     std::fflush(stderr);
   }});
   const char* progress_file = std::getenv("KOLO_TEST_PROGRESS_FILE");
