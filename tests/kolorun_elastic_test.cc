@@ -5,6 +5,8 @@
 // workers, which take the survivors' state; and the job fails, saying why, when
 // too few workers are left, all fail, or the reset limit passes.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
@@ -245,6 +247,35 @@ TEST(KolorunElasticLimits, AnExcludedHostIsBackAfterItsCooldown) {
   ASSERT_TRUE(r.exited && r.exit_code == 0) << r.out << r.err;
   expect_finished_alike(r, {0, 1, 3}, 3, 250);
   EXPECT_NE(r.err.find("host 127.0.0.1 is back after its cooldown"), std::string::npos) << r.err;
+}
+
+// A discovery script that fails after its first run is retried, said once per
+// failure, and the job goes on with the hosts it printed last.
+TEST(KolorunElasticDiscovery, LaterScriptFailuresKeepTheLastHosts) {
+  const fs::path dir = fs::temp_directory_path() / ("kolo-elastic-flaky-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const fs::path script = dir / "discover.sh", runs = dir / "runs";
+  std::ofstream(script) << "#!/bin/sh\nif [ -e " << runs.string() << " ]; then echo 'garbage here'; exit 0; fi\n"
+                        << "touch " << runs.string() << "\necho localhost:2\n";
+  fs::permissions(script, fs::perms::owner_all);
+  const auto r = run_elastic({"-np", "2", "--min-np", "2", "--host-discovery-script", script.string(),
+                              KOLO_ELASTIC_WORKER_PATH, "120"});
+  fs::remove_all(dir);
+  ASSERT_TRUE(r.exited && r.exit_code == 0) << r.out << r.err;
+  expect_finished_alike(r, {0, 1}, 2, 120);
+  EXPECT_NE(r.err.find("keeping the hosts it printed last"), std::string::npos) << r.err;
+}
+
+// SIGTERM to kolorun ends an elastic job as any other: every worker stops, and
+// kolorun exits 128+15.
+TEST(KolorunElasticUsage, SigtermStopsEveryWorker) {
+  kolo::testing::KolorunProcess job(KOLORUN_PATH, {"-np", "3", "--min-np", "2", KOLO_ELASTIC_WORKER_PATH, "100000"});
+  std::this_thread::sleep_for(time_bound(1500ms));
+  ::kill(job.pid(), SIGTERM);
+  const auto r = job.wait(time_bound(20s));
+  EXPECT_TRUE(r.exited && r.exit_code == 128 + SIGTERM) << r.out << r.err;
+  EXPECT_NE(r.err.find("received SIGTERM; stopping every rank"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("elastic: generation"), std::string::npos) << r.err;
 }
 
 TEST(KolorunElasticDiscovery, AScriptThatFailsAtTheStartFailsTheJob) {
