@@ -125,12 +125,23 @@ bool ElasticDriver::goes_on_without(int worker, int code, const std::string& tex
 }
 
 void ElasticDriver::discover(Actions& actions) {
-  if (options_.discovery_script.empty() || Clock::now() < next_discovery_) return;
-  next_discovery_ = Clock::now() + options_.discovery_interval;
+  if (options_.discovery_script.empty()) return;
   std::vector<HostSlots> found;
   try {
-    found = discover_hosts(options_.discovery_script, options_.slots_per_host.value_or(1), kDiscoveryScriptTimeout);
+    // One run at a time, read as it goes: the supervisor's loop never waits for it.
+    if (!discovery_) {
+      if (Clock::now() < next_discovery_) return;
+      discovery_ = std::make_unique<DiscoveryRun>(options_.discovery_script, options_.slots_per_host.value_or(1),
+                                                  kDiscoveryScriptTimeout);
+    }
+    auto hosts = discovery_->poll(milliseconds(0));
+    if (!hosts) return;
+    found = std::move(*hosts);
+    discovery_.reset();
+    next_discovery_ = Clock::now() + options_.discovery_interval;
   } catch (const kolo::Error& e) {
+    discovery_.reset();
+    next_discovery_ = Clock::now() + options_.discovery_interval;
     actions.reports.push_back(std::string("elastic: ") + e.what() + "; keeping the hosts it printed last");
     return;
   }

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "elastic/host_discovery.h"
 #include "options/host_list.h"
 #include "options/options.h"
 #include "store/store.h"
@@ -96,6 +97,7 @@ class ElasticDriver : public JobPolicy {
   std::optional<Clock::time_point> short_since_;  // fewer than min-np since
   std::int64_t requests_seen_ = 0;
   Clock::time_point next_discovery_{};
+  std::unique_ptr<DiscoveryRun> discovery_;  // the script's run in progress
   std::vector<std::pair<int, std::string>> pending_reports_;
 };
 

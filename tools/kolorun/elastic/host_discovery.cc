@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <thread>
 
 #include "launch_error.h"
 #include "unique_fd.h"
@@ -77,14 +78,16 @@ std::vector<HostSlots> parse_elastic_hosts(const std::string& text, char separat
   return hosts;
 }
 
-std::vector<HostSlots> discover_hosts(const std::string& script, int default_slots,
-                                      std::chrono::milliseconds timeout) {
+DiscoveryRun::DiscoveryRun(std::string script, int default_slots, std::chrono::milliseconds timeout)
+    : script_(std::move(script)), default_slots_(default_slots), timeout_(timeout), deadline_(Clock::now() + timeout) {
   int pipe_fds[2];
-  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) throw LaunchError(system_error_text("pipe for the discovery script", errno), 1);
-  UniqueFd read_end(pipe_fds[0]), write_end(pipe_fds[1]);
-  const pid_t pid = ::fork();
-  if (pid < 0) throw LaunchError(system_error_text("fork for the discovery script", errno), 1);
-  if (pid == 0) {
+  if (::pipe2(pipe_fds, O_CLOEXEC | O_NONBLOCK) != 0)
+    throw LaunchError(system_error_text("pipe for the discovery script", errno), 1);
+  UniqueFd write_end(pipe_fds[1]);
+  read_end_ = UniqueFd(pipe_fds[0]);
+  pid_ = ::fork();
+  if (pid_ < 0) throw LaunchError(system_error_text("fork for the discovery script", errno), 1);
+  if (pid_ == 0) {
     ::setpgid(0, 0);  // its own group: a timeout kills what it started too
     ::dup2(write_end.get(), 1);
     const int null_fd = ::open("/dev/null", O_RDONLY);
@@ -92,50 +95,85 @@ std::vector<HostSlots> discover_hosts(const std::string& script, int default_slo
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    ::execl("/bin/sh", "sh", "-c", script.c_str(), static_cast<char*>(nullptr));
+    ::execl("/bin/sh", "sh", "-c", script_.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
   }
-  ::setpgid(pid, pid);
-  write_end.reset();
-  std::string output;
-  std::string failure;
-  const auto deadline = Clock::now() + timeout;
+  ::setpgid(pid_, pid_);
+}
+
+DiscoveryRun::~DiscoveryRun() {
+  if (pid_ > 0) finish();
+}
+
+void DiscoveryRun::finish() {
+  ::kill(-pid_, SIGKILL);  // whatever it left running in its group, or itself
+  while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
+  }
+  pid_ = -1;
+}
+
+[[noreturn]] void DiscoveryRun::fail(const std::string& why) {
+  finish();
+  throw LaunchError("the host discovery script '" + script_ + "' " + why, 1);
+}
+
+std::optional<std::vector<HostSlots>> DiscoveryRun::poll(std::chrono::milliseconds wait) {
+  const auto until = std::min(deadline_, Clock::now() + wait);
   char buffer[4096];
-  for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) {
-      failure = "did not finish within " + std::to_string(timeout.count() / 1000.0).substr(0, 5) + " s";
+  while (read_end_.valid()) {
+    const ssize_t n = ::read(read_end_.get(), buffer, sizeof buffer);
+    if (n > 0) {
+      output_.append(buffer, static_cast<std::size_t>(n));
+      if (output_.size() > kMaxOutput) fail("printed more than 1 MiB");
+      continue;
+    }
+    if (n == 0) {
+      read_end_.reset();  // its output is complete
       break;
     }
-    pollfd fd{read_end.get(), POLLIN, 0};
-    const int ready = ::poll(&fd, 1, static_cast<int>(left));
-    if (ready < 0 && errno == EINTR) continue;
-    if (ready <= 0) continue;
-    const ssize_t n = ::read(read_end.get(), buffer, sizeof buffer);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    output.append(buffer, static_cast<std::size_t>(n));
-    if (output.size() > kMaxOutput) {
-      failure = "printed more than 1 MiB";
-      break;
-    }
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN) fail(system_error_text("could not be read", errno));
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - Clock::now()).count();
+    if (left <= 0) break;
+    pollfd fd{read_end_.get(), POLLIN, 0};
+    ::poll(&fd, 1, static_cast<int>(left));
   }
-  if (!failure.empty()) ::kill(-pid, SIGKILL);
   int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  pid_t done = 0;
+  while (!read_end_.valid()) {
+    done = ::waitpid(pid_, &status, WNOHANG);
+    if (done != 0 || Clock::now() >= until) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  ::kill(-pid, SIGKILL);  // whatever it left running in its group
-  if (failure.empty() && WIFEXITED(status) && WEXITSTATUS(status) != 0)
-    failure = "exited with code " + std::to_string(WEXITSTATUS(status));
-  if (failure.empty() && WIFSIGNALED(status))
-    failure = std::string("was killed by signal ") + std::to_string(WTERMSIG(status));
-  if (!failure.empty()) throw LaunchError("the host discovery script '" + script + "' " + failure, 1);
+  if (done <= 0) {
+    if (Clock::now() >= deadline_)
+      fail("did not finish within " + std::to_string(timeout_.count() / 1000.0).substr(0, 5) + " s");
+    return std::nullopt;
+  }
+  pid_ = -1;
+  ::kill(-done, SIGKILL);  // whatever it left running in its group
+  if (WIFEXITED(status) && WEXITSTATUS(status) != 0)
+    throw LaunchError("the host discovery script '" + script_ + "' exited with code " +
+                          std::to_string(WEXITSTATUS(status)),
+                      1);
+  if (WIFSIGNALED(status))
+    throw LaunchError("the host discovery script '" + script_ + "' was killed by signal " +
+                          std::to_string(WTERMSIG(status)),
+                      1);
   try {
-    return parse_elastic_hosts(output, '\n', default_slots, "the host discovery script's output");
+    return parse_elastic_hosts(output_, '\n', default_slots_, "the host discovery script's output");
   } catch (const UsageError& e) {
     std::string what = e.what();
     what.erase(what.rfind(" (see kolorun --help)"));
     throw LaunchError(what, 1);
+  }
+}
+
+std::vector<HostSlots> discover_hosts(const std::string& script, int default_slots,
+                                      std::chrono::milliseconds timeout) {
+  DiscoveryRun run(script, default_slots, timeout);
+  for (;;) {
+    if (auto hosts = run.poll(timeout)) return *hosts;
   }
 }
 

@@ -8,7 +8,10 @@
 #include <string>
 #include <vector>
 
+#include <sys/types.h>
+
 #include "options/host_list.h"
+#include "unique_fd.h"
 
 namespace kolorun {
 
@@ -18,6 +21,34 @@ namespace kolorun {
 // a name, more than 4096 hosts).
 std::vector<HostSlots> parse_elastic_hosts(const std::string& text, char separator, int default_slots,
                                            const std::string& source);
+
+// One run of a discovery script (through /bin/sh -c, in a process group of its
+// own), read without blocking so that kolorun's loop goes on meanwhile.
+class DiscoveryRun {
+ public:
+  // Starts it. Throws LaunchError when it cannot.
+  DiscoveryRun(std::string script, int default_slots, std::chrono::milliseconds timeout);
+  // Kills it (and what it started) if it still runs.
+  ~DiscoveryRun();
+  DiscoveryRun(const DiscoveryRun&) = delete;
+  DiscoveryRun& operator=(const DiscoveryRun&) = delete;
+
+  // Waits up to `wait` for it to end: then its hosts; nullopt while it runs.
+  // Throws as discover_hosts() does, once.
+  std::optional<std::vector<HostSlots>> poll(std::chrono::milliseconds wait);
+
+ private:
+  void finish();
+  [[noreturn]] void fail(const std::string& why);
+
+  std::string script_;
+  int default_slots_;
+  std::chrono::milliseconds timeout_;
+  std::chrono::steady_clock::time_point deadline_;
+  pid_t pid_ = -1;
+  UniqueFd read_end_;
+  std::string output_;
+};
 
 // Runs `script` (through /bin/sh -c) and parses what it prints. Throws
 // LaunchError when it cannot run, exits non-zero, is killed, prints more than
