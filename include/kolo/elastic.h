@@ -48,13 +48,25 @@ class HostsUpdatedInterrupt : public Error {
 
 // What training keeps across resets. commit() saves it (and checks for host
 // updates), restore() goes back to the last save, sync() makes every rank's
-// equal to rank 0's.
+// equal to rank 0's. Contracts for implementations:
+//  - save() runs on every rank at the same step (commit() does), so it may run
+//    collectives (merging what each rank's sampler processed, say); a failure
+//    inside it must leave the last save whole.
+//  - sync() ends with a local save, so that a failure before the next commit
+//    restores rank 0's state, not this rank's own from before the sync.
+//  - reset() adapts the state to the new ranks (a sampler re-splits its
+//    indices); on_reset() calls it, then the callbacks.
+// Not copyable: callbacks usually hold the state itself.
 class State {
  public:
+  State() = default;
+  State(const State&) = delete;
+  State& operator=(const State&) = delete;
   virtual ~State() = default;
   virtual void save() = 0;
   virtual void restore() = 0;
   virtual void sync() = 0;
+  virtual void reset() {}
 
   void commit() {
     save();
@@ -62,7 +74,7 @@ class State {
   }
   // Throws HostsUpdatedInterrupt when hosts_updated().
   void check_host_updates();
-  // Called, in order, after every reset (before sync()).
+  // Called, in order, after every reset (after reset(), before sync()).
   void register_reset_callbacks(std::vector<std::function<void()>> callbacks);
   void on_reset();
 

@@ -60,6 +60,7 @@ void State::register_reset_callbacks(std::vector<std::function<void()>> callback
 }
 
 void State::on_reset() {
+  reset();
   for (auto& c : reset_callbacks_) c();
 }
 

@@ -16,6 +16,7 @@
 #include "kolo/error.h"
 #include "kolo/runtime.h"
 #include "kolo/torch/collectives.h"
+#include "optimizer_bytes.h"
 
 namespace kolo::torch {
 namespace {
@@ -27,6 +28,8 @@ NamedParameters to_named(const ::torch::OrderedDict<std::string, at::Tensor>& di
 }
 
 std::string group_options_key(std::size_t group) { return "kolo/param_group_options/" + std::to_string(group); }
+
+}  // namespace
 
 std::string save_optimizer(const ::torch::optim::Optimizer& optimizer) {
   ::torch::serialize::OutputArchive archive;
@@ -57,8 +60,6 @@ void load_optimizer(::torch::optim::Optimizer& optimizer, const std::string& byt
     groups[g].options().serialize(options);
   }
 }
-
-}  // namespace
 
 void broadcast_parameters(const NamedParameters& named_tensors, int root, const std::string& name_prefix) {
   std::vector<TensorHandle> handles;

@@ -16,6 +16,7 @@
 #include "kolo/kolo.h"
 #include "kolo/torch/broadcast.h"
 #include "kolo/torch/collectives.h"
+#include "kolo/torch/elastic.h"
 #include "kolo/torch/metrics.h"
 #include "kolo/torch/optimizer.h"
 #include "kolo/torch/sampler.h"

@@ -1,0 +1,342 @@
+// TorchState: save, restore and sync of a module, its optimizer, named values
+// and ElasticSamplers, for kolo::elastic::run.
+#include <c10/util/Exception.h>
+#include <torch/nn/module.h>
+#include <torch/optim/optimizer.h>
+#include <torch/serialize/input-archive.h>
+#include <torch/serialize/output-archive.h>
+
+#include <cstring>
+#include <map>
+#include <sstream>
+#include <utility>
+
+#include "optimizer_bytes.h"
+#include "kolo/collectives.h"
+#include "kolo/error.h"
+#include "kolo/runtime.h"
+#include "kolo/torch/broadcast.h"
+#include "kolo/torch/elastic.h"
+
+namespace kolo::torch::elastic {
+namespace {
+
+// Parameters, then buffers, in the module's order.
+std::vector<at::Tensor> module_tensors(const ::torch::nn::Module& module) {
+  std::vector<at::Tensor> tensors = module.parameters();
+  for (const at::Tensor& buffer : module.buffers()) tensors.push_back(buffer);
+  return tensors;
+}
+
+
+// Values and sampler progress travel in one buffer of fixed-width fields, so
+// that doubles arrive bitwise and a rank built differently is told how.
+class Writer {
+ public:
+  void u64(std::uint64_t value) { raw(&value, sizeof value); }
+  void f64(double value) { raw(&value, sizeof value); }
+  void text(const std::string& value) {
+    u64(value.size());
+    raw(value.data(), value.size());
+  }
+  void raw(const void* data, std::size_t size) { bytes_.append(static_cast<const char*>(data), size); }
+  const std::string& bytes() const { return bytes_; }
+
+ private:
+  std::string bytes_;
+};
+
+class Reader {
+ public:
+  explicit Reader(const std::string& bytes) : bytes_(bytes) {}
+  std::uint64_t u64() {
+    std::uint64_t value;
+    raw(&value, sizeof value);
+    return value;
+  }
+  double f64() {
+    double value;
+    raw(&value, sizeof value);
+    return value;
+  }
+  std::string text() {
+    const std::uint64_t size = u64();
+    std::string value(take(size), size);
+    return value;
+  }
+  void raw(void* out, std::size_t size) { std::memcpy(out, take(size), size); }
+
+ private:
+  const char* take(std::uint64_t size) {
+    if (size > bytes_.size() - position_) throw MismatchError("TorchState::sync: rank 0's state is cut short");
+    const char* at = bytes_.data() + position_;
+    position_ += size;
+    return at;
+  }
+  const std::string& bytes_;
+  std::size_t position_ = 0;
+};
+
+struct SavedSampler {
+  std::uint64_t epoch = 0;
+  std::vector<std::uint8_t> processed;
+};
+
+}  // namespace
+
+class TorchState::Impl {
+ public:
+  std::shared_ptr<::torch::nn::Module> module;
+  std::shared_ptr<::torch::optim::Optimizer> optimizer;
+  // std::map: the references add_int() hands out stay valid.
+  std::map<std::string, std::int64_t> ints;
+  std::map<std::string, double> doubles;
+  std::vector<std::shared_ptr<ElasticSampler>> samplers;
+
+  // The last save.
+  std::vector<at::Tensor> saved_tensors;  // on the CPU; undefined where the module's is
+  std::string saved_optimizer;
+  std::map<std::string, std::int64_t> saved_ints;
+  std::map<std::string, double> saved_doubles;
+  std::vector<SavedSampler> saved_samplers;
+
+  void check_new_name(const std::string& name) const {
+    if (name.empty()) throw InvalidArgumentError("TorchState: a value needs a name");
+    if (ints.count(name) || doubles.count(name)) {
+      throw InvalidArgumentError("TorchState: a value named '" + name + "' exists already");
+    }
+  }
+
+  void keep() {
+    saved_tensors.clear();
+    for (const at::Tensor& tensor : module_tensors(*module)) {
+      saved_tensors.push_back(tensor.defined() ? tensor.detach().to(at::kCPU, /*non_blocking=*/false, /*copy=*/true)
+                                               : at::Tensor());
+    }
+    saved_optimizer = save_optimizer(*optimizer);
+    saved_ints = ints;
+    saved_doubles = doubles;
+    saved_samplers.clear();
+    for (const auto& sampler : samplers) saved_samplers.push_back({sampler->epoch(), sampler->processed()});
+  }
+
+  // Every rank's progress in every rank's samplers: one allreduce (max) of
+  // their masks, back to back.
+  void merge_sampler_progress() {
+    std::vector<std::uint8_t> masks;
+    for (const auto& sampler : samplers) {
+      masks.insert(masks.end(), sampler->processed().begin(), sampler->processed().end());
+    }
+    if (masks.empty()) return;
+    AllreduceOptions options;
+    options.op = ReduceOp::Max;
+    options.name = "kolo.elastic.samplers.processed";
+    kolo::allreduce(make_tensor(masks.data(), static_cast<std::int64_t>(masks.size())), options);
+    std::size_t offset = 0;
+    for (const auto& sampler : samplers) {
+      const std::size_t size = sampler->dataset_size();
+      const auto begin = masks.begin() + static_cast<std::ptrdiff_t>(offset);
+      sampler->record_processed(std::vector<std::uint8_t>(begin, begin + static_cast<std::ptrdiff_t>(size)));
+      offset += size;
+    }
+  }
+
+  void restore_module() {
+    const std::vector<at::Tensor> tensors = module_tensors(*module);
+    if (tensors.size() != saved_tensors.size()) {
+      throw InvalidArgumentError("TorchState::restore: the module has " + std::to_string(tensors.size()) +
+                                 " parameters and buffers, the save " + std::to_string(saved_tensors.size()));
+    }
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+      if (!tensors[i].defined() && !saved_tensors[i].defined()) continue;
+      if (!tensors[i].defined() || !saved_tensors[i].defined() || tensors[i].sizes() != saved_tensors[i].sizes() ||
+          tensors[i].scalar_type() != saved_tensors[i].scalar_type()) {
+        throw InvalidArgumentError("TorchState::restore: the module's tensor " + std::to_string(i) +
+                                   " changed shape or type since the save");
+      }
+      // In place, outside autograd: the optimizer refers to these tensors.
+      tensors[i].detach().copy_(saved_tensors[i]);
+    }
+  }
+
+  std::string encode_values_and_samplers() const {
+    Writer out;
+    out.u64(ints.size());
+    for (const auto& [name, value] : ints) {
+      out.text(name);
+      out.u64(static_cast<std::uint64_t>(value));
+    }
+    out.u64(doubles.size());
+    for (const auto& [name, value] : doubles) {
+      out.text(name);
+      out.f64(value);
+    }
+    out.u64(samplers.size());
+    for (const auto& sampler : samplers) {
+      out.u64(sampler->dataset_size());
+      out.u64(sampler->epoch());
+      out.raw(sampler->processed().data(), sampler->processed().size());
+    }
+    return out.bytes();
+  }
+
+  // Takes rank 0's values and sampler progress, or throws MismatchError, changing
+  // nothing, when rank 0's state is built unlike this rank's.
+  void decode_values_and_samplers(const std::string& bytes) {
+    Reader in(bytes);
+    std::map<std::string, std::int64_t> root_ints;
+    for (std::uint64_t n = in.u64(); n > 0; --n) {
+      std::string name = in.text();
+      root_ints[name] = static_cast<std::int64_t>(in.u64());
+    }
+    std::map<std::string, double> root_doubles;
+    for (std::uint64_t n = in.u64(); n > 0; --n) {
+      std::string name = in.text();
+      root_doubles[name] = in.f64();
+    }
+    if (!same_names(root_ints, ints) || !same_names(root_doubles, doubles)) {
+      throw MismatchError("TorchState::sync: rank 0 keeps the values " + names_of(root_ints, root_doubles) +
+                          ", this rank " + names_of(ints, doubles));
+    }
+    const std::uint64_t count = in.u64();
+    if (count != samplers.size()) {
+      throw MismatchError("TorchState::sync: rank 0 keeps " + std::to_string(count) + " sampler(s), this rank " +
+                          std::to_string(samplers.size()));
+    }
+    std::vector<SavedSampler> root_samplers(samplers.size());
+    for (std::size_t i = 0; i < samplers.size(); ++i) {
+      const std::uint64_t size = in.u64();
+      if (size != samplers[i]->dataset_size()) {
+        throw MismatchError("TorchState::sync: rank 0's sampler " + std::to_string(i) + " covers " +
+                            std::to_string(size) + " samples, this rank's " +
+                            std::to_string(samplers[i]->dataset_size()));
+      }
+      root_samplers[i].epoch = in.u64();
+      root_samplers[i].processed.resize(size);
+      in.raw(root_samplers[i].processed.data(), size);
+    }
+    for (const auto& [name, value] : root_ints) ints[name] = value;
+    for (const auto& [name, value] : root_doubles) doubles[name] = value;
+    for (std::size_t i = 0; i < samplers.size(); ++i) {
+      samplers[i]->load(root_samplers[i].epoch, root_samplers[i].processed);
+    }
+  }
+
+ private:
+  template <typename A, typename B>
+  static bool same_names(const std::map<std::string, A>& a, const std::map<std::string, B>& b) {
+    if (a.size() != b.size()) return false;
+    for (auto i = a.begin(), j = b.begin(); i != a.end(); ++i, ++j) {
+      if (i->first != j->first) return false;
+    }
+    return true;
+  }
+
+  static std::string names_of(const std::map<std::string, std::int64_t>& ints,
+                              const std::map<std::string, double>& doubles) {
+    std::string names = "{";
+    auto add = [&](const std::string& name, const char* type) {
+      if (names.size() > 1) names += ", ";
+      names += name + " (" + type + ")";
+    };
+    for (const auto& [name, value] : ints) add(name, "int");
+    for (const auto& [name, value] : doubles) add(name, "double");
+    return names + "}";
+  }
+};
+
+TorchState::TorchState(std::shared_ptr<::torch::nn::Module> module,
+                       std::shared_ptr<::torch::optim::Optimizer> optimizer)
+    : impl_(std::make_unique<Impl>()) {
+  if (!module) throw InvalidArgumentError("TorchState: the module is null");
+  if (!optimizer) throw InvalidArgumentError("TorchState: the optimizer is null");
+  impl_->module = std::move(module);
+  impl_->optimizer = std::move(optimizer);
+  // Local: a rank that joins builds its state while the others wait in sync().
+  impl_->keep();
+}
+
+TorchState::~TorchState() = default;
+
+void TorchState::reset() {
+  for (const auto& sampler : impl_->samplers) sampler->reset();
+}
+
+std::int64_t& TorchState::add_int(const std::string& name, std::int64_t initial) {
+  impl_->check_new_name(name);
+  impl_->saved_ints[name] = initial;
+  return impl_->ints[name] = initial;
+}
+
+double& TorchState::add_double(const std::string& name, double initial) {
+  impl_->check_new_name(name);
+  impl_->saved_doubles[name] = initial;
+  return impl_->doubles[name] = initial;
+}
+
+std::int64_t& TorchState::int_value(const std::string& name) {
+  auto it = impl_->ints.find(name);
+  if (it == impl_->ints.end()) {
+    throw InvalidArgumentError("TorchState: no int value named '" + name + "'" +
+                               (impl_->doubles.count(name) ? " (it is a double)" : ""));
+  }
+  return it->second;
+}
+
+double& TorchState::double_value(const std::string& name) {
+  auto it = impl_->doubles.find(name);
+  if (it == impl_->doubles.end()) {
+    throw InvalidArgumentError("TorchState: no double value named '" + name + "'" +
+                               (impl_->ints.count(name) ? " (it is an int)" : ""));
+  }
+  return it->second;
+}
+
+void TorchState::add_sampler(std::shared_ptr<ElasticSampler> sampler) {
+  if (!sampler) throw InvalidArgumentError("TorchState::add_sampler: the sampler is null");
+  for (const auto& known : impl_->samplers) {
+    if (known == sampler) throw InvalidArgumentError("TorchState::add_sampler: the sampler is in the state already");
+  }
+  impl_->saved_samplers.push_back({sampler->epoch(), sampler->processed()});
+  impl_->samplers.push_back(std::move(sampler));
+}
+
+void TorchState::save() {
+  // The collective first: when it fails, the last save stays whole.
+  impl_->merge_sampler_progress();
+  impl_->keep();
+}
+
+void TorchState::restore() {
+  impl_->restore_module();
+  try {
+    load_optimizer(*impl_->optimizer, impl_->saved_optimizer);
+  } catch (const c10::Error& e) {
+    throw InvalidArgumentError(std::string("TorchState::restore: the optimizer no longer fits its save "
+                                           "(param groups changed?): ") +
+                               e.what_without_backtrace());
+  }
+  for (const auto& [name, value] : impl_->saved_ints) impl_->ints[name] = value;
+  for (const auto& [name, value] : impl_->saved_doubles) impl_->doubles[name] = value;
+  for (std::size_t i = 0; i < impl_->samplers.size(); ++i) {
+    impl_->samplers[i]->load(impl_->saved_samplers[i].epoch, impl_->saved_samplers[i].processed);
+  }
+}
+
+void TorchState::sync() {
+  broadcast_parameters(*impl_->module, 0, "kolo.elastic.module");
+  broadcast_optimizer_state(*impl_->optimizer, 0, "kolo.elastic.optimizer");
+  const bool root = kolo::rank() == 0;
+  const std::string bytes =
+      broadcast_bytes(root ? impl_->encode_values_and_samplers() : std::string(), 0, "kolo.elastic.values");
+  if (!root) impl_->decode_values_and_samplers(bytes);
+  for (const auto& sampler : impl_->samplers) sampler->reset();
+  // Every rank holds the same state now: a local save is the commit.
+  impl_->keep();
+}
+
+::torch::nn::Module& TorchState::module() const { return *impl_->module; }
+
+::torch::optim::Optimizer& TorchState::optimizer() const { return *impl_->optimizer; }
+
+}  // namespace kolo::torch::elastic
