@@ -61,8 +61,7 @@ std::vector<LaunchSpec> ElasticDriver::start() {
                           std::to_string(slots),
                       1);
   target_ = std::min({target_, slots, max_np_});
-  Actions ignored;
-  grow(ignored);
+  grow();
   for (auto& w : joining_) workers_.push_back(w);
   joining_.clear();
   reform_ = false;
@@ -98,7 +97,7 @@ void ElasticDriver::exclude(const std::string& host, Actions& actions) {
                             "; its other workers go on");
 }
 
-bool ElasticDriver::goes_on_without(int worker, int code, const std::string& text) {
+bool ElasticDriver::goes_on_without(int worker, int code, const std::string&) {
   auto it = std::find_if(workers_.begin(), workers_.end(), [&](const Worker& w) { return w.id == worker; });
   if (it == workers_.end() || !it->alive) return true;
   it->alive = false;
@@ -119,8 +118,8 @@ bool ElasticDriver::goes_on_without(int worker, int code, const std::string& tex
   if (finishing_) return true;  // a joiner that gave up, or a worker ending with the job
   reform_ = true;
   if (alive_count() == 0) return false;  // every worker failed: the job fails with this one
-  if (!on_purpose && !excluded(it->host)) pending_reports_.emplace_back(worker, it->host);
-  (void)text;
+  // Excluded at the next tick, whose actions carry the report.
+  if (!on_purpose && !excluded(it->host)) failed_hosts_.push_back(it->host);
   return true;
 }
 
@@ -165,7 +164,7 @@ void ElasticDriver::discover(Actions& actions) {
   hosts_ = std::move(found);
 }
 
-void ElasticDriver::grow(Actions& actions) {
+void ElasticDriver::grow() {
   for (const auto& h : hosts_) {
     if (excluded(h.host)) continue;
     while (alive_count() - static_cast<int>(removing_.size()) + static_cast<int>(joining_.size()) < target_ &&
@@ -174,7 +173,6 @@ void ElasticDriver::grow(Actions& actions) {
     }
   }
   if (!joining_.empty()) reform_ = true;
-  (void)actions;
 }
 
 void ElasticDriver::read_requests(Actions& actions) {
@@ -272,10 +270,10 @@ void ElasticDriver::reform(Actions& actions) {
 JobPolicy::Actions ElasticDriver::tick() {
   Actions actions;
   if (finishing_) return actions;
-  for (const auto& [worker, host] : pending_reports_) {
+  for (const auto& host : failed_hosts_) {
     if (!excluded(host)) exclude(host, actions);
   }
-  pending_reports_.clear();
+  failed_hosts_.clear();
   const auto now = Clock::now();
   for (auto it = excluded_.begin(); it != excluded_.end();) {
     if (it->second && now >= *it->second) {
@@ -295,7 +293,7 @@ JobPolicy::Actions ElasticDriver::tick() {
   } catch (const kolo::Error& e) {
     actions.reports.push_back(std::string("elastic: ") + e.what());
   }
-  grow(actions);
+  grow();
   reform(actions);
   return actions;
 }

@@ -65,7 +65,8 @@ class ElasticDriver : public JobPolicy {
   void exclude(const std::string& host, Actions& actions);
   void discover(Actions& actions);
   void read_requests(Actions& actions);
-  void grow(Actions& actions);
+  // Places joiners on free slots of usable hosts, up to the target.
+  void grow();
   void reform(Actions& actions);
   void publish();
 
@@ -98,7 +99,7 @@ class ElasticDriver : public JobPolicy {
   std::int64_t requests_seen_ = 0;
   Clock::time_point next_discovery_{};
   std::unique_ptr<DiscoveryRun> discovery_;  // the script's run in progress
-  std::vector<std::pair<int, std::string>> pending_reports_;
+  std::vector<std::string> failed_hosts_;  // of workers that failed since the last tick
 };
 
 }  // namespace kolorun
