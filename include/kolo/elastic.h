@@ -12,6 +12,8 @@
 //   });
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -81,6 +83,18 @@ class State {
  private:
   std::vector<std::function<void()>> reset_callbacks_;
 };
+
+// For sync() implementations that send only what differs: after a failure
+// the survivors already hold the same commit, and only joiners (or a rank
+// whose last commit is a step behind) need rank 0's. digest() summarizes a
+// buffer in 64 bits (equal bytes, equal digests; any other difference is missed
+// with a chance of about 2^-64; not for what an adversary chooses).
+// differ_from_rank_0() takes this rank's digest of each item and says, for
+// each, whether any rank's differs from rank 0's: the same answer on every
+// rank, from two small collectives named after `name`. Every rank must pass as
+// many digests (else MismatchError).
+std::uint64_t digest(const void* data, std::size_t size);
+std::vector<bool> differ_from_rank_0(const std::vector<std::uint64_t>& digests, const std::string& name);
 
 // Runs `train` until it returns: syncs the state first; an error of the job
 // (any kolo::Error but InvalidArgumentError and MismatchError, which are the

@@ -135,6 +135,10 @@ PYBIND11_MODULE(_kolo, m) {
     kolo::elastic::reset();
   });
   m.def("_elastic_hosts_updated", &kolo::elastic::hosts_updated);
+  m.def("_elastic_differ_from_rank_0", [](const std::vector<std::uint64_t>& digests, const std::string& name) {
+    py::gil_scoped_release released;
+    return kolo::elastic::differ_from_rank_0(digests, name);
+  }, py::arg("digests"), py::arg("name"));
   m.def("works_in_shared_buffers", &kolo::works_in_shared_buffers);
   m.def("is_initialized", &kolo::is_initialized);
   m.def("rank", &kolo::rank);

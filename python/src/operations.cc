@@ -14,6 +14,7 @@
 #include "kolo/error.h"
 #include "kolo/process_set.h"
 #include "kolo/torch/collectives.h"
+#include "kolo/torch/elastic.h"
 #include "tensor_view.h"
 
 namespace kolo::python {
@@ -275,6 +276,10 @@ void define_operations(py::module_& m) {
   using py::arg;
   const auto none = py::none();
   const auto set = arg("process_set") = 0;
+  m.def("_elastic_digest", [](const at::Tensor& tensor) {
+    py::gil_scoped_release released;
+    return kolo::torch::elastic::digest(tensor);
+  }, arg("tensor"));
   m.def("shareable_zeros", &shareable_zeros, arg("count"), arg("like"));
   m.def("allreduce", &allreduce, arg("tensor"), arg("in_place"), arg("name") = none, arg("op"),
         arg("prescale"), arg("postscale"), set);

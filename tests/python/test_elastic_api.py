@@ -298,6 +298,42 @@ def test_torch_state_sync_with_optimizers_without_state():
         assert torch_bits(state) == before
 
 
+def test_torch_state_sync_sends_only_what_differs(monkeypatch):
+    """Survivors that restored one commit send none of it; a tensor that differs
+    on any rank is sent, and only it."""
+    from kolo.torch.elastic import state as state_module
+    sent, optimizer_syncs = [], []
+
+    def recording_parameters(params, root_rank, **kwargs):
+        sent.append(sorted(params))
+        return hvd.broadcast_parameters(params, root_rank, **kwargs)
+
+    def recording_optimizer(optimizer, root_rank, **kwargs):
+        optimizer_syncs.append(root_rank)
+        return hvd.broadcast_optimizer_state(optimizer, root_rank, **kwargs)
+    monkeypatch.setattr(state_module, 'broadcast_parameters', recording_parameters)
+    monkeypatch.setattr(state_module, 'broadcast_optimizer_state', recording_optimizer)
+
+    model = make_model(seed=7)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    train_steps(model, optimizer, 2, seed=1)  # the same on every rank
+    state = TorchState(model, optimizer, epoch=0)
+    state.sync()
+    assert sent == [[]] and optimizer_syncs == []
+
+    if hvd.rank() == hvd.size() - 1:
+        with torch.no_grad():
+            model[2].bias.add_(1.0)
+    if hvd.rank() == 1:
+        optimizer.param_groups[0]['lr'] = 0.5
+    state.sync()
+    apart = hvd.size() > 1
+    assert sent[-1] == (['2.bias'] if apart else [])
+    assert len(optimizer_syncs) == (1 if apart else 0)
+    assert optimizer.param_groups[0]['lr'] == 0.1
+    assert same_on_every_rank(torch_bits(state), 'elastic_test.sync_differs')
+
+
 def test_torch_state_takes_a_distributed_optimizer():
     model = make_model(seed=4)
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)

@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
@@ -473,6 +474,55 @@ INSTANTIATE_TEST_SUITE_P(Ranks, TorchStateSync, ::testing::Values(SyncCase{2, 1}
                            return "N" + std::to_string(info.param.size) + "_stateless" +
                                   std::to_string(info.param.stateless_rank);
                          });
+
+// What rank 0's timeline traced of a sync on every rank: the names of its operations.
+std::string traced_sync(TorchState& state, const std::string& path) {
+  kolo::start_timeline(path);
+  state.sync();
+  kolo::stop_timeline();
+  kolo::barrier({.name = "check.traced"});  // rank 0 has closed the file
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Ranks that hold the same state (survivors that restored one commit) send
+// none of it; a tensor that differs anywhere is sent, and only it.
+TEST(TorchStateSync, SendsOnlyWhatDiffersFromRankZero) {
+  const std::string path = ::testing::TempDir() + "kolo-elastic-sync-" + std::to_string(::getpid()) + ".json";
+  kolo::testing::run_ranks(3, [&](int rank) {
+    RankSession session;
+    at::manual_seed(9);
+    ElasticNet model;
+    auto optimizer = make_optimizer(OptimizerKind::Adam, model);
+    train(model, *optimizer, 2, 4);
+    TorchState state(model, optimizer);
+    state.add_int("epoch", 2);
+
+    const std::string same = traced_sync(state, path);
+    if (rank == 0) {
+      EXPECT_NE(same.find("kolo.elastic.module_digests"), std::string::npos) << same;
+      EXPECT_NE(same.find("kolo.elastic.optimizer_digest"), std::string::npos) << same;
+      EXPECT_EQ(same.find("kolo.elastic.module."), std::string::npos) << "no tensor sent: " << same;
+      EXPECT_FALSE(std::regex_search(same, std::regex("kolo\\.elastic\\.optimizer[^_]"))) << same;
+    }
+
+    // Rank 2's bias and rank 1's learning rate drift.
+    if (rank == 2) model->fc->bias.detach().add_(1.0);
+    if (rank == 1) optimizer->param_groups()[0].options().set_lr(0.5);
+    const std::string apart = traced_sync(state, path);
+    if (rank == 0) {
+      EXPECT_NE(apart.find("kolo.elastic.module.fc.bias"), std::string::npos) << apart;
+      EXPECT_EQ(apart.find("kolo.elastic.module.fc.weight"), std::string::npos) << apart;
+      EXPECT_EQ(apart.find("kolo.elastic.module.buffer."), std::string::npos) << apart;
+      EXPECT_TRUE(std::regex_search(apart, std::regex("kolo\\.elastic\\.optimizer[^_]"))) << apart;
+    }
+    expect_identical_on_all_ranks(flat_parameters(*model), "check.module");
+    EXPECT_EQ(optimizer->param_groups()[0].options().get_lr(), 0.01);
+  });
+  std::remove(path.c_str());
+}
 
 TEST(TorchStateTest, CommitMergesEveryRanksSamplerProgress) {
   kolo::testing::run_ranks(3, [](int rank) {

@@ -92,9 +92,10 @@ void broadcast_parameters(const ::torch::nn::Module& module, int root, const std
   broadcast_parameters(named, root, name_prefix);
 }
 
-void broadcast_optimizer_state(::torch::optim::Optimizer& optimizer, int root, const std::string& name) {
+void broadcast_saved_optimizer(::torch::optim::Optimizer& optimizer, const std::string& saved, int root,
+                               const std::string& name) {
   const bool is_root = kolo::rank() == root;
-  std::string bytes = broadcast_bytes(is_root ? save_optimizer(optimizer) : std::string(), root, name);
+  std::string bytes = broadcast_bytes(is_root ? saved : std::string(), root, name);
   if (is_root) return;
   try {
     load_optimizer(optimizer, bytes);
@@ -103,6 +104,10 @@ void broadcast_optimizer_state(::torch::optim::Optimizer& optimizer, int root, c
                         "(same optimizer type and param groups on every rank?): " +
                         std::string(e.what_without_backtrace()));
   }
+}
+
+void broadcast_optimizer_state(::torch::optim::Optimizer& optimizer, int root, const std::string& name) {
+  broadcast_saved_optimizer(optimizer, kolo::rank() == root ? save_optimizer(optimizer) : std::string(), root, name);
 }
 
 void broadcast_optimizer_state(DistributedOptimizer& optimizer, int root, const std::string& name) {

@@ -13,6 +13,7 @@
 
 #include "optimizer_bytes.h"
 #include "kolo/collectives.h"
+#include "kolo/elastic.h"
 #include "kolo/error.h"
 #include "kolo/runtime.h"
 #include "kolo/torch/broadcast.h"
@@ -159,6 +160,33 @@ class TorchState::Impl {
     }
   }
 
+  // Rank 0's parameters and buffers, sent only where some rank's differ: after
+  // a failure the survivors restored the same commit, and only joiners (or a
+  // rank a commit behind) receive anything.
+  void sync_module() {
+    NamedParameters named;
+    for (const auto& item : module->named_parameters()) named.emplace_back(item.key(), item.value());
+    for (const auto& item : module->named_buffers()) named.emplace_back("buffer." + item.key(), item.value());
+    std::vector<std::uint64_t> digests;
+    digests.reserve(named.size());
+    for (const auto& [name, tensor] : named) digests.push_back(digest(tensor));
+    const std::vector<bool> differ = kolo::elastic::differ_from_rank_0(digests, "kolo.elastic.module_digests");
+    NamedParameters different;
+    for (std::size_t i = 0; i < named.size(); ++i) {
+      if (differ[i]) different.push_back(named[i]);
+    }
+    broadcast_parameters(different, 0, "kolo.elastic.module");
+  }
+
+  // Rank 0's optimizer state and options, sent only when some rank's differ.
+  void sync_optimizer() {
+    const std::string mine = save_optimizer(*optimizer);
+    const std::uint64_t digest = kolo::elastic::digest(mine.data(), mine.size());
+    if (kolo::elastic::differ_from_rank_0({digest}, "kolo.elastic.optimizer_digest")[0]) {
+      broadcast_saved_optimizer(*optimizer, mine, 0, "kolo.elastic.optimizer");
+    }
+  }
+
   std::string encode_values_and_samplers() const {
     Writer out;
     out.u64(ints.size());
@@ -245,6 +273,15 @@ class TorchState::Impl {
   }
 };
 
+std::uint64_t digest(const at::Tensor& tensor) {
+  if (!tensor.defined()) return 0;
+  const at::Tensor bytes = tensor.detach().to(at::kCPU).contiguous();
+  std::vector<std::uint64_t> parts{kolo::elastic::digest(bytes.data_ptr(), bytes.nbytes()),
+                                   static_cast<std::uint64_t>(bytes.scalar_type())};
+  for (std::int64_t size : bytes.sizes()) parts.push_back(static_cast<std::uint64_t>(size));
+  return kolo::elastic::digest(parts.data(), parts.size() * sizeof parts[0]);
+}
+
 TorchState::TorchState(std::shared_ptr<::torch::nn::Module> module,
                        std::shared_ptr<::torch::optim::Optimizer> optimizer)
     : impl_(std::make_unique<Impl>()) {
@@ -324,8 +361,8 @@ void TorchState::restore() {
 }
 
 void TorchState::sync() {
-  broadcast_parameters(*impl_->module, 0, "kolo.elastic.module");
-  broadcast_optimizer_state(*impl_->optimizer, 0, "kolo.elastic.optimizer");
+  impl_->sync_module();
+  impl_->sync_optimizer();
   const bool root = kolo::rank() == 0;
   const std::string bytes =
       broadcast_bytes(root ? impl_->encode_values_and_samplers() : std::string(), 0, "kolo.elastic.values");

@@ -3,9 +3,12 @@ models, optimizers, learning-rate schedulers and ElasticSamplers by their own
 state_dict()s, everything else as ObjectState attributes."""
 
 import copy
+import hashlib
+import pickle
 
 import torch
 
+from kolo.torch import _kolo
 from kolo.torch.elastic.base import ObjectState, _check_attribute_name
 from kolo.torch.elastic.sampler import ElasticSampler
 from kolo.torch.functions import (allgather_object, broadcast_object, broadcast_optimizer_state,
@@ -36,6 +39,28 @@ def _copy_into(saved, current):
         previous = saved if isinstance(saved, (list, tuple)) and len(saved) == len(current) else [None] * len(current)
         return type(current)(_copy_into(p, c) for p, c in zip(previous, current))
     return copy.deepcopy(current)
+
+
+def _digest(value):
+    """One number for a state_dict: each tensor by kolo's digest of its bytes,
+    type and shape, the rest (hyper-parameters, step counts) as pickled."""
+    def summarized(v):
+        if isinstance(v, torch.Tensor):
+            return ('kolo.tensor', _kolo._elastic_digest(v))
+        if isinstance(v, dict):
+            return type(v), [(k, summarized(x)) for k, x in v.items()]
+        if isinstance(v, (list, tuple)):
+            return type(v), [summarized(x) for x in v]
+        return v
+    summary = pickle.dumps(summarized(value), protocol=4)
+    return int.from_bytes(hashlib.blake2b(summary, digest_size=8).digest(), 'little')
+
+
+def _differ_from_rank_0(digests, name):
+    """For each digest, whether any rank's differs from rank 0's (the same list on
+    every rank): what a sync must send. After a failure the survivors restored
+    the same commit, and only joiners, or a rank a commit behind, need rank 0's."""
+    return _kolo._elastic_differ_from_rank_0(digests, name)
 
 
 class StateHandler:
@@ -86,13 +111,17 @@ class ModelStateHandler(StateHandler):
         self.value.load_state_dict(self._saved)  # copies into the parameters
 
     def sync(self):
-        broadcast_parameters(self.value.state_dict(), root_rank=0)
+        items = sorted(self.value.state_dict().items())
+        differ = _differ_from_rank_0([_kolo._elastic_digest(t) for _, t in items], self._name('digests'))
+        broadcast_parameters({k: t for (k, t), d in zip(items, differ) if d}, root_rank=0)
 
 
 class OptimizerStateHandler(StateHandler):
     kind = torch.optim.Optimizer
 
     def sync(self):
+        if not _differ_from_rank_0([_digest(self.value.state_dict())], self._name('digest'))[0]:
+            return
         # broadcast_optimizer_state first gives an optimizer without state one
         # step; when rank 0 has none, every rank takes rank 0's empty state instead.
         empty = len(self.value.state_dict()['state']) == 0 if rank() == 0 else None

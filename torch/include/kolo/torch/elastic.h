@@ -27,6 +27,10 @@
 
 #include "kolo/elastic.h"
 
+namespace at {
+class Tensor;
+}
+
 namespace torch::nn {
 class Module;
 template <typename Contained>
@@ -38,6 +42,11 @@ class Optimizer;
 }
 
 namespace kolo::torch::elastic {
+
+// kolo::elastic::digest of a tensor's bytes (copied to the CPU if need be),
+// type and shape; 0 for an undefined tensor. TorchState::sync sends only the
+// tensors whose digests differ from rank 0's.
+std::uint64_t digest(const at::Tensor& tensor);
 
 struct ElasticSamplerOptions {
   // A new order every epoch (seeded by seed + epoch), the same on every rank.
