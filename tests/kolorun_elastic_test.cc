@@ -210,6 +210,36 @@ void wait_for_step(const fs::path& progress, int step) {
   }
 }
 
+// A joiner that takes long to start (3 s here; importing torch takes 1-2) does
+// not hold the others up: it is taken into the job once it waits to join, so
+// the running workers reset after its init() began, not before.
+TEST(KolorunElasticDiscovery, ASlowJoinerDoesNotPauseTheOthers) {
+  const fs::path dir = fs::temp_directory_path() / ("kolo-elastic-slow-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const fs::path hosts = dir / "hosts", progress = dir / "progress", script = dir / "discover.sh";
+  std::ofstream(hosts) << "localhost:2\n";
+  std::ofstream(script) << "#!/bin/sh\ncat " << hosts.string() << "\n";
+  fs::permissions(script, fs::perms::owner_all);
+  std::thread add_host([&] {
+    wait_for_step(progress, 20);
+    std::ofstream(hosts, std::ios::app) << "127.0.0.1:1\n";
+  });
+  const auto r = run_elastic({"-np", "2", "--min-np", "2", "--max-np", "3", "--host-discovery-script", script.string(),
+                              KOLO_ELASTIC_WORKER_PATH, "400"},
+                             90s, {{"KOLO_TEST_PROGRESS_FILE", progress.string()}, {"KOLO_TEST_SLOW_START", "2 3000"}});
+  add_host.join();
+  fs::remove_all(dir);
+  ASSERT_TRUE(r.exited && r.exit_code == 0) << r.out << r.err;
+  expect_finished_alike(r, {0, 1, 2}, 3, 400);
+  std::smatch init;
+  ASSERT_TRUE(std::regex_search(r.err, init, std::regex(R"(worker 2 calls init at (\d+))"))) << r.err;
+  const std::regex reset(R"(worker ([01]) reset at step \d+: rank \d of 3 at (\d+))");
+  int resets = 0;
+  for (std::sregex_iterator it(r.err.begin(), r.err.end(), reset), end; it != end; ++it, ++resets)
+    EXPECT_GE(std::stoll((*it)[2]), std::stoll(init[1])) << "worker " << (*it)[1] << " waited for the joiner: " << r.err;
+  EXPECT_EQ(resets, 2) << r.err;
+}
+
 // Horovod's scenario of hosts added then removed: sizes 2, 4, 2. The first host
 // leaves the discovery script's list, its workers go, and a worker that joined
 // on the second host becomes rank 0 with the state it took from the first.

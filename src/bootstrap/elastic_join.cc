@@ -90,6 +90,25 @@ bool meet(store::StoreClient& store, const Topology& t, int generation, millisec
   }
 }
 
+void wait_to_be_taken_in(store::StoreClient& store, int worker, int generation, milliseconds timeout) {
+  store.set(elastic::ready_key(worker), store::Bytes{1});
+  const std::string next = elastic::membership_key(generation + 1);
+  const auto deadline = Clock::now() + timeout;
+  for (;;) {
+    try {
+      store.wait({next}, kSupersededPoll);
+      return;
+    } catch (const TimeoutError&) {
+    }
+    if (store.check({elastic::kFinishedKey}))
+      throw ShutdownError("kolo elastic: the job finished training before worker " + std::to_string(worker) +
+                          " was taken in; it has nothing left to do");
+    if (Clock::now() >= deadline)
+      throw TimeoutError("kolo elastic: worker " + std::to_string(worker) + " was not taken into the job within " +
+                         std::to_string(timeout.count() / 1000) + " s (KOLO_ELASTIC_TIMEOUT)");
+  }
+}
+
 }  // namespace
 
 std::optional<int> elastic_worker() {
@@ -123,6 +142,12 @@ ElasticJoin join_elastic(int worker, int blamed_rank) {
         elastic::decode_membership(text_of(store->get(elastic::membership_key(generation), timeout)), generation);
     Topology t = base;
     t.rank = membership.rank_of(worker);
+    if (t.rank < 0 && g_last_joined < 0) {
+      // A new worker, started before its generation: it says it is ready and
+      // waits to be taken in, so that the others go on training meanwhile.
+      wait_to_be_taken_in(*store, worker, generation, timeout);
+      continue;
+    }
     if (t.rank < 0)
       throw ShutdownError("kolo elastic: worker " + std::to_string(worker) + " is not in generation " +
                           std::to_string(generation) + " of the job: kolorun removed it");

@@ -94,6 +94,8 @@ std::string membership_key(int generation) { return "elastic/membership/" + std:
 
 std::string reset_key(int worker) { return "elastic/reset/" + std::to_string(worker); }
 
+std::string ready_key(int worker) { return "elastic/ready/" + std::to_string(worker); }
+
 std::string encode_reset_request(const ResetRequest& request) {
   return std::to_string(request.generation) + " " + std::to_string(request.blamed_rank);
 }

@@ -53,6 +53,9 @@ inline constexpr int kMaxMembers = 1 << 16;
 std::string membership_key(int generation);
 inline constexpr const char* kLatestKey = "elastic/latest";
 std::string reset_key(int worker);
+// Written by a new worker once it waits to join: kolorun includes it in the next
+// generation only then, so the running workers never wait for a joiner's start.
+std::string ready_key(int worker);
 inline constexpr const char* kRequestsKey = "elastic/requests";
 // Written once a worker has finished training: workers that wait to join stop.
 inline constexpr const char* kFinishedKey = "elastic/finished";

@@ -14,7 +14,11 @@
 //            two broadcasts), at the first sync at or after step STEP.
 // KOLO_TEST_STEP_MS: a pause per step (default 20), so that changes land mid-run.
 // KOLO_TEST_PROGRESS_FILE: rank 0 writes the steps done there after each step.
-// Each reset is said on stderr: "worker W reset at step S: rank R of N".
+// KOLO_TEST_SLOW_START="FROM MS": workers FROM and later sleep MS ms before
+// init() (a joiner's slow start, as importing torch is), then say on stderr
+// "worker W calls init at T".
+// Each reset is said on stderr: "worker W reset at step S: rank R of N at T".
+// T: milliseconds of CLOCK_MONOTONIC, one clock for every process of the host.
 // KOLO_TEST_PROCESS_SET: a process set of every rank, made again after each reset
 // (the old one must be refused, said on stderr).
 #include <signal.h>
@@ -90,6 +94,19 @@ int main(int argc, char** argv) {
   const char* pause_text = std::getenv("KOLO_TEST_STEP_MS");
   const auto pause = std::chrono::milliseconds(pause_text ? std::atoi(pause_text) : 20);
 
+  auto now_ms = [] {
+    return static_cast<long long>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+            .count());
+  };
+  if (const char* slow = std::getenv("KOLO_TEST_SLOW_START")) {
+    int from = 0, delay_ms = 0;
+    if (std::sscanf(slow, "%d %d", &from, &delay_ms) == 2 && worker >= from) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+      std::fprintf(stderr, "worker %d calls init at %lld\n", worker, now_ms());
+      std::fflush(stderr);
+    }
+  }
   kolo::init();
   ModelState state;
   // KOLO_TEST_PROCESS_SET: a set of every rank, made at the start and again
@@ -102,8 +119,8 @@ int main(int argc, char** argv) {
   };
   kolo::ProcessSet set = with_set ? every_rank() : kolo::global_process_set;
   state.register_reset_callbacks({[&] {
-    std::fprintf(stderr, "worker %d reset at step %d: rank %d of %d\n", worker, state.step, kolo::rank(),
-                 kolo::size());
+    std::fprintf(stderr, "worker %d reset at step %d: rank %d of %d at %lld\n", worker, state.step, kolo::rank(),
+                 kolo::size(), now_ms());
     if (with_set) {
       float x = 1.0f;
       try {

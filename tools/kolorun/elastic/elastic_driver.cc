@@ -46,6 +46,7 @@ int ElasticDriver::alive_on(const std::string& host) const {
   int n = 0;
   for (const auto& w : workers_) n += w.alive && w.host == host;
   for (const auto& w : joining_) n += w.host == host;
+  for (const auto& w : starting_) n += w.host == host;
   return n;
 }
 
@@ -62,9 +63,9 @@ std::vector<LaunchSpec> ElasticDriver::start() {
                       1);
   target_ = std::min({target_, slots, max_np_});
   grow();
-  for (auto& w : joining_) workers_.push_back(w);
-  joining_.clear();
-  reform_ = false;
+  // The first workers are generation 0's members from the start.
+  for (auto& w : starting_) workers_.push_back(w);
+  starting_.clear();
   publish();
   std::vector<LaunchSpec> specs;
   for (const auto& w : workers_) specs.push_back(make_spec_(w.id, w.host));
@@ -99,7 +100,19 @@ void ElasticDriver::exclude(const std::string& host, Actions& actions) {
 
 bool ElasticDriver::goes_on_without(int worker, int code, const std::string&) {
   auto it = std::find_if(workers_.begin(), workers_.end(), [&](const Worker& w) { return w.id == worker; });
-  if (it == workers_.end() || !it->alive) return true;
+  if (it == workers_.end()) {
+    // A new worker that ended before it was taken in: stopped on purpose, given
+    // up on a finished job, or failed, which excludes its host as any failure.
+    for (auto* list : {&starting_, &joining_}) {
+      auto n = std::find_if(list->begin(), list->end(), [&](const Worker& w) { return w.id == worker; });
+      if (n == list->end()) continue;
+      const std::string host = n->host;
+      list->erase(n);
+      if (dropped_.erase(worker) == 0 && !finishing_ && !excluded(host)) failed_hosts_.push_back(host);
+    }
+    return true;
+  }
+  if (!it->alive) return true;
   it->alive = false;
   const bool on_purpose = removing_.erase(worker) != 0;
   stalled_.erase(worker);
@@ -154,6 +167,7 @@ void ElasticDriver::discover(Actions& actions) {
     actions.reports.push_back("elastic: host " + w.host + " is gone from the discovery script's list; stopping worker " +
                               std::to_string(w.id));
   }
+  drop_new_workers_off(found, actions);
   int before = 0, after = 0;
   for (const auto& h : hosts_) before += excluded(h.host) ? 0 : h.slots;
   for (const auto& h : found) after += excluded(h.host) ? 0 : h.slots;
@@ -167,12 +181,44 @@ void ElasticDriver::discover(Actions& actions) {
 void ElasticDriver::grow() {
   for (const auto& h : hosts_) {
     if (excluded(h.host)) continue;
-    while (alive_count() - static_cast<int>(removing_.size()) + static_cast<int>(joining_.size()) < target_ &&
+    while (alive_count() - static_cast<int>(removing_.size()) + static_cast<int>(joining_.size()) +
+                   static_cast<int>(starting_.size()) <
+               target_ &&
            alive_on(h.host) < h.slots) {
-      joining_.push_back(Worker{next_id_++, h.host, true});
+      starting_.push_back(Worker{next_id_++, h.host, true});
     }
   }
-  if (!joining_.empty()) reform_ = true;
+}
+
+void ElasticDriver::take_in_ready() {
+  for (auto it = starting_.begin(); it != starting_.end();) {
+    if (!store_->check({membership::ready_key(it->id)})) {
+      ++it;
+      continue;
+    }
+    joining_.push_back(*it);
+    it = starting_.erase(it);
+    reform_ = true;
+  }
+}
+
+void ElasticDriver::drop_new_workers_off(const std::vector<HostSlots>& listed, Actions& actions) {
+  for (auto* list : {&starting_, &joining_}) {
+    for (auto it = list->begin(); it != list->end();) {
+      const bool on_list =
+          std::any_of(listed.begin(), listed.end(), [&](const HostSlots& h) { return h.host == it->host; });
+      if (on_list) {
+        ++it;
+        continue;
+      }
+      dropped_.insert(it->id);
+      actions.kill.push_back(it->id);
+      actions.reports.push_back("elastic: host " + it->host +
+                                " is gone from the discovery script's list; stopping new worker " +
+                                std::to_string(it->id));
+      it = list->erase(it);
+    }
+  }
 }
 
 void ElasticDriver::read_requests(Actions& actions) {
@@ -259,10 +305,7 @@ void ElasticDriver::reform(Actions& actions) {
   publish();
   std::string line = "elastic: generation " + std::to_string(generation_) + " has " + std::to_string(alive_count()) +
                      " worker(s)";
-  for (const auto& w : joining_) {
-    actions.start.push_back(make_spec_(w.id, w.host));
-    line += "; worker " + std::to_string(w.id) + " joins on host " + w.host;
-  }
+  for (const auto& w : joining_) line += "; worker " + std::to_string(w.id) + " joins on host " + w.host;
   joining_.clear();
   actions.reports.push_back(line);
 }
@@ -293,7 +336,15 @@ JobPolicy::Actions ElasticDriver::tick() {
   } catch (const kolo::Error& e) {
     actions.reports.push_back(std::string("elastic: ") + e.what());
   }
+  const std::size_t started = starting_.size();
   grow();
+  for (std::size_t i = started; i < starting_.size(); ++i)
+    actions.start.push_back(make_spec_(starting_[i].id, starting_[i].host));
+  try {
+    take_in_ready();
+  } catch (const kolo::Error& e) {
+    actions.reports.push_back(std::string("elastic: ") + e.what());
+  }
   reform(actions);
   return actions;
 }

@@ -8,8 +8,10 @@
 //    Horovod, the host's other workers go on: one failed slot does not cost a
 //    host. A new generation holds the survivors, oldest first.
 //  - New slots (a host the discovery script adds, a host back from its cooldown)
-//    get new workers, up to --max-np; they join in a new generation, which the
-//    running workers take at their next commit (kolo::elastic::hosts_updated).
+//    get new workers, up to --max-np. They start at once; each says when it
+//    waits to join (membership ready_key), and only then is it written into a
+//    new generation, which the running workers take at their next commit
+//    (kolo::elastic::hosts_updated): they never wait for a joiner's start.
 //  - A host the script no longer prints loses its workers (no exclusion).
 //  - A worker that asks for a new generation (its collectives failed) gets one;
 //    when its failure blames a worker still running (stalled), that one is killed.
@@ -65,8 +67,12 @@ class ElasticDriver : public JobPolicy {
   void exclude(const std::string& host, Actions& actions);
   void discover(Actions& actions);
   void read_requests(Actions& actions);
-  // Places joiners on free slots of usable hosts, up to the target.
+  // Places new workers on free slots of usable hosts, up to the target (into starting_).
   void grow();
+  // Moves the new workers that wait to join from starting_ to joining_.
+  void take_in_ready();
+  // Stops new workers on hosts no longer listed; they end on purpose.
+  void drop_new_workers_off(const std::vector<HostSlots>& listed, Actions& actions);
   void reform(Actions& actions);
   void publish();
 
@@ -80,7 +86,9 @@ class ElasticDriver : public JobPolicy {
   std::unique_ptr<kolo::store::StoreClient> store_;
 
   std::vector<Worker> workers_;
-  std::vector<Worker> joining_;  // started with the next generation
+  std::vector<Worker> starting_;  // started, not yet waiting to join
+  std::vector<Worker> joining_;   // waiting to join: members of the next generation
+  std::set<int> dropped_;         // new workers stopped before they joined
   std::set<int> removing_;       // killed on purpose: their end is no failure
   std::set<int> requested_;      // asked for a generation after the current one
   struct Blame {
