@@ -164,40 +164,6 @@ TEST(KolorunElasticLimits, EveryWorkerFailingFailsTheJob) {
   EXPECT_TRUE(r.exited && r.exit_code == 3) << r.out << r.err;
 }
 
-// A discovery script that adds a host (another name of this machine) brings two
-// workers; the running ones reset at the same step and the newcomers take their
-// state.
-TEST(KolorunElasticDiscovery, NewSlotsBringWorkersThatTakeTheSurvivorsState) {
-  const fs::path dir = fs::temp_directory_path() / ("kolo-elastic-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  const fs::path hosts = dir / "hosts", progress = dir / "progress", script = dir / "discover.sh";
-  std::ofstream(hosts) << "localhost:2\n";
-  std::ofstream(script) << "#!/bin/sh\ncat " << hosts.string() << "\n";
-  fs::permissions(script, fs::perms::owner_all);
-  std::thread add_host([&] {
-    const auto deadline = std::chrono::steady_clock::now() + time_bound(30s);
-    while (std::chrono::steady_clock::now() < deadline) {
-      std::ifstream in(progress);
-      int step = 0;
-      if (in >> step && step >= 20) break;
-      std::this_thread::sleep_for(20ms);
-    }
-    std::ofstream(hosts, std::ios::app) << "127.0.0.1:2\n";
-  });
-  const auto r = run_elastic({"-np", "2", "--min-np", "2", "--max-np", "4", "--host-discovery-script", script.string(),
-                              KOLO_ELASTIC_WORKER_PATH, "300"},
-                             90s, {{"KOLO_TEST_PROGRESS_FILE", progress.string()}});
-  add_host.join();
-  fs::remove_all(dir);
-  ASSERT_TRUE(r.exited && r.exit_code == 0) << r.out << r.err;
-  expect_finished_alike(r, {0, 1, 2, 3}, 4, 300);
-  // The two first workers reset at one step.
-  const std::regex reset(R"(worker ([01]) reset at step (\d+): rank \d of 4)");
-  std::set<std::string> steps;
-  for (std::sregex_iterator it(r.err.begin(), r.err.end(), reset), end; it != end; ++it) steps.insert((*it)[2]);
-  EXPECT_EQ(steps.size(), 1u) << r.err;
-}
-
 // Waits until rank 0 of kolo_elastic_worker has written at least `step` to
 // `progress` (KOLO_TEST_PROGRESS_FILE), or the bound passes.
 void wait_for_step(const fs::path& progress, int step) {
@@ -210,25 +176,57 @@ void wait_for_step(const fs::path& progress, int step) {
   }
 }
 
+// A discovery script that prints a hosts file, the file (first `first_hosts`),
+// and rank 0's progress file, in a directory removed at the end.
+struct DiscoveryFiles {
+  explicit DiscoveryFiles(const std::string& name, const std::string& first_hosts)
+      : dir(fs::temp_directory_path() / (name + "-" + std::to_string(::getpid()))) {
+    fs::create_directories(dir);
+    std::ofstream(hosts) << first_hosts;
+    std::ofstream(script) << "#!/bin/sh\ncat " << hosts.string() << "\n";
+    fs::permissions(script, fs::perms::owner_all);
+  }
+  ~DiscoveryFiles() { fs::remove_all(dir); }
+  const fs::path dir;
+  const fs::path hosts = dir / "hosts", progress = dir / "progress", script = dir / "discover.sh";
+};
+
+// A discovery script that adds a host (another name of this machine) brings two
+// workers; the running ones reset at the same step and the newcomers take their
+// state.
+TEST(KolorunElasticDiscovery, NewSlotsBringWorkersThatTakeTheSurvivorsState) {
+  const DiscoveryFiles files("kolo-elastic", "localhost:2\n");
+  std::thread add_host([&] {
+    wait_for_step(files.progress, 20);
+    std::ofstream(files.hosts, std::ios::app) << "127.0.0.1:2\n";
+  });
+  const auto r = run_elastic({"-np", "2", "--min-np", "2", "--max-np", "4", "--host-discovery-script",
+                              files.script.string(), KOLO_ELASTIC_WORKER_PATH, "300"},
+                             90s, {{"KOLO_TEST_PROGRESS_FILE", files.progress.string()}});
+  add_host.join();
+  ASSERT_TRUE(r.exited && r.exit_code == 0) << r.out << r.err;
+  expect_finished_alike(r, {0, 1, 2, 3}, 4, 300);
+  // The two first workers reset at one step.
+  const std::regex reset(R"(worker ([01]) reset at step (\d+): rank \d of 4)");
+  std::set<std::string> steps;
+  for (std::sregex_iterator it(r.err.begin(), r.err.end(), reset), end; it != end; ++it) steps.insert((*it)[2]);
+  EXPECT_EQ(steps.size(), 1u) << r.err;
+}
+
 // A joiner that takes long to start (3 s here; importing torch takes 1-2) does
 // not hold the others up: it is taken into the job once it waits to join, so
 // the running workers reset after its init() began, not before.
 TEST(KolorunElasticDiscovery, ASlowJoinerDoesNotPauseTheOthers) {
-  const fs::path dir = fs::temp_directory_path() / ("kolo-elastic-slow-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  const fs::path hosts = dir / "hosts", progress = dir / "progress", script = dir / "discover.sh";
-  std::ofstream(hosts) << "localhost:2\n";
-  std::ofstream(script) << "#!/bin/sh\ncat " << hosts.string() << "\n";
-  fs::permissions(script, fs::perms::owner_all);
+  const DiscoveryFiles files("kolo-elastic-slow", "localhost:2\n");
   std::thread add_host([&] {
-    wait_for_step(progress, 20);
-    std::ofstream(hosts, std::ios::app) << "127.0.0.1:1\n";
+    wait_for_step(files.progress, 20);
+    std::ofstream(files.hosts, std::ios::app) << "127.0.0.1:1\n";
   });
-  const auto r = run_elastic({"-np", "2", "--min-np", "2", "--max-np", "3", "--host-discovery-script", script.string(),
-                              KOLO_ELASTIC_WORKER_PATH, "400"},
-                             90s, {{"KOLO_TEST_PROGRESS_FILE", progress.string()}, {"KOLO_TEST_SLOW_START", "2 3000"}});
+  const auto r = run_elastic({"-np", "2", "--min-np", "2", "--max-np", "3", "--host-discovery-script",
+                              files.script.string(), KOLO_ELASTIC_WORKER_PATH, "400"},
+                             90s,
+                             {{"KOLO_TEST_PROGRESS_FILE", files.progress.string()}, {"KOLO_TEST_SLOW_START", "2 3000"}});
   add_host.join();
-  fs::remove_all(dir);
   ASSERT_TRUE(r.exited && r.exit_code == 0) << r.out << r.err;
   expect_finished_alike(r, {0, 1, 2}, 3, 400);
   std::smatch init;
@@ -244,24 +242,18 @@ TEST(KolorunElasticDiscovery, ASlowJoinerDoesNotPauseTheOthers) {
 // leaves the discovery script's list, its workers go, and a worker that joined
 // on the second host becomes rank 0 with the state it took from the first.
 TEST(KolorunElasticDiscovery, HostsAddedThenRemovedAndTheJoinerBecomesRankZero) {
-  const fs::path dir = fs::temp_directory_path() / ("kolo-elastic-rm-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  const fs::path hosts = dir / "hosts", progress = dir / "progress", script = dir / "discover.sh";
-  std::ofstream(hosts) << "localhost:2\n";
-  std::ofstream(script) << "#!/bin/sh\ncat " << hosts.string() << "\n";
-  fs::permissions(script, fs::perms::owner_all);
+  const DiscoveryFiles files("kolo-elastic-rm", "localhost:2\n");
   std::thread change_hosts([&] {
-    wait_for_step(progress, 20);
-    std::ofstream(hosts, std::ios::app) << "127.0.0.1:2\n";
+    wait_for_step(files.progress, 20);
+    std::ofstream(files.hosts, std::ios::app) << "127.0.0.1:2\n";
     // Rank 0 keeps writing: past step 60 the job of 4 has run a while.
-    wait_for_step(progress, 120);
-    std::ofstream(hosts, std::ios::trunc) << "127.0.0.1:2\n";
+    wait_for_step(files.progress, 120);
+    std::ofstream(files.hosts, std::ios::trunc) << "127.0.0.1:2\n";
   });
-  const auto r = run_elastic({"-np", "2", "--min-np", "2", "--max-np", "4", "--host-discovery-script", script.string(),
-                              KOLO_ELASTIC_WORKER_PATH, "400"},
-                             120s, {{"KOLO_TEST_PROGRESS_FILE", progress.string()}});
+  const auto r = run_elastic({"-np", "2", "--min-np", "2", "--max-np", "4", "--host-discovery-script",
+                              files.script.string(), KOLO_ELASTIC_WORKER_PATH, "400"},
+                             120s, {{"KOLO_TEST_PROGRESS_FILE", files.progress.string()}});
   change_hosts.join();
-  fs::remove_all(dir);
   ASSERT_TRUE(r.exited && r.exit_code == 0) << r.out << r.err;
   expect_finished_alike(r, {2, 3}, 2, 400);
   const auto done = finished_workers(r.out);
