@@ -17,6 +17,24 @@ fixed batch, with its state kept every step:
       torchrun stops the others and starts 4 new workers, which load the
       checkpoint.
 
+Further cases, for the other targets of elastic mode, run when --cases names them:
+
+  kolo-stop-rank2
+      as kolo-kill-rank2 with SIGSTOP instead of SIGKILL, under
+      KOLO_PEER_TIMEOUT=3: the survivors name the stalled worker, kolorun kills
+      it and they re-form (target: within the peer timeout plus 1 s).
+  kolo-add-worker
+      kolorun -np 3 --min-np 3 --max-np 4 with a discovery script that reads a
+      hosts file; the driver rewrites it from localhost:3 to localhost:4 at a
+      random phase of a step. Measured: the survivors' pause (their last update
+      before the change to their first step after it, less a steady step), whether
+      they rolled back, and the joiner's first step after its init() returned.
+      The job trains until --steps-after steps ran at 4 workers.
+  kolo-steady-elastic, kolo-steady-plain
+      no event: the same job with --min-np 3, and without (not elastic); their
+      steady steps side by side give what elastic mode costs.
+Every kolo case also gives commit()'s time against a memcpy of the same tensors.
+
 Every worker appends a line to a file at each completed step, with its time on
 CLOCK_MONOTONIC (bench/elastic_recovery_worker.py). Once every worker has
 completed --kill-after steps, the driver waits for the next step of the victim,
@@ -63,7 +81,10 @@ ROOT = os.path.dirname(HERE)
 WORKER = os.path.join(HERE, 'elastic_recovery_worker.py')
 PYTHON = '/usr/bin/python3'  # Debian's, with python3-torch
 CASES = ['kolo-kill-rank0', 'kolo-kill-rank2', 'torchrun-kill-rank2']
+# Further cases, run when --cases names them (see the module's text).
+MORE_CASES = ['kolo-stop-rank2', 'kolo-add-worker', 'kolo-steady-elastic', 'kolo-steady-plain']
 NP = 4
+STOP_PEER_TIMEOUT = 3  # KOLO_PEER_TIMEOUT of kolo-stop-rank2: the target is this plus 1 s
 
 
 class TrialError(RuntimeError):
@@ -91,11 +112,13 @@ def read_records(directory):
             if not parts:
                 continue
             kind, values = parts[0], parts[1:]
-            if kind == 'step':
+            if kind in ('step', 'trained'):
                 t, step, rank, size, gen = values
-                rows.append(('step', float(t), int(step), int(rank), int(size), int(gen)))
+                rows.append((kind, float(t), int(step), int(rank), int(size), int(gen)))
             elif kind == 'start':
                 rows.append(('start', float(values[0])))
+            elif kind == 'memcpy':
+                rows.append(('memcpy', float(values[0]), float(values[1])))
             else:
                 t, rank, size, gen = values
                 rows.append((kind, float(t), int(rank), int(size), int(gen)))
@@ -133,9 +156,25 @@ class Trial:
         a = self.args
         worker_args = ['--dir', self.dir, '--layers', str(a.layers), '--width', str(a.width), '--batch',
                        str(a.batch), '--steps', str(self.total_steps()), '--threads', str(a.threads)]
+        if self.case == 'kolo-add-worker':
+            worker_args += ['--full-size', str(NP), '--steps-at-full-size', str(a.steps_after)]
+        kolo_worker = [PYTHON, WORKER, 'kolo', *worker_args]
+        timeout = ['--timeout', str(int(a.trial_timeout))]
+        if self.case == 'kolo-steady-plain':
+            return [a.kolorun, '-np', str(NP), *timeout, *kolo_worker]
+        if self.case == 'kolo-add-worker':
+            # NP - 1 slots, then NP once the driver rewrites the hosts file.
+            self.hosts_file = os.path.join(self.dir, 'hosts')
+            with open(self.hosts_file, 'w') as f:
+                f.write(f'localhost:{NP - 1}\n')
+            script = os.path.join(self.dir, 'discover.sh')
+            with open(script, 'w') as f:
+                f.write(f'#!/bin/sh\nexec cat {self.hosts_file}\n')
+            os.chmod(script, 0o755)
+            return [a.kolorun, '-np', str(NP - 1), '--min-np', str(NP - 1), '--max-np', str(NP),
+                    '--host-discovery-script', script, *timeout, *kolo_worker]
         if self.case.startswith('kolo'):
-            return [a.kolorun, '-np', str(NP), '--min-np', str(NP - 1), '--timeout', str(int(a.trial_timeout)),
-                    PYTHON, WORKER, 'kolo', *worker_args]
+            return [a.kolorun, '-np', str(NP), '--min-np', str(NP - 1), *timeout, *kolo_worker]
         return [a.torchrun, '--nnodes', '1', '--nproc_per_node', str(NP), '--max_restarts', '3',
                 '--redirects', '1', '--tee', '1', '--log_dir', os.path.join(self.dir, 'torchrun-logs'),
                 '--master_addr', '127.0.0.1', '--master_port', str(free_port()),
@@ -148,6 +187,8 @@ class Trial:
             python_path = os.path.join(self.args.build_dir, 'python')
             env['PYTHONPATH'] = python_path + (os.pathsep + env['PYTHONPATH'] if env.get('PYTHONPATH') else '')
             env['KOLO_FLIGHT_RECORDER_DIR'] = os.path.join(self.dir, 'flight')
+        if self.case == 'kolo-stop-rank2':
+            env['KOLO_PEER_TIMEOUT'] = str(STOP_PEER_TIMEOUT)
         return env
 
     def run(self):
@@ -157,12 +198,13 @@ class Trial:
                                          stdin=subprocess.DEVNULL, cwd=ROOT, start_new_session=True)
         deadline = time.monotonic() + a.trial_timeout
         t_launch = time.monotonic()
+        workers = NP - 1 if self.case == 'kolo-add-worker' else NP
 
         # 1. Every worker has completed kill_after steps.
         while True:
-            records = self.poll(deadline, 'before the kill')
+            records = self.poll(deadline, 'before the event')
             done = {pid: steps_of(rows) for pid, rows in records.items()}
-            if len(done) == NP and all(len(s) >= a.kill_after for s in done.values()):
+            if len(done) == workers and all(len(s) >= a.kill_after for s in done.values()):
                 break
             time.sleep(0.01)
         intervals = []
@@ -170,50 +212,53 @@ class Trial:
             times = [s[1] for s in steps[2:]]
             intervals += [b - t for t, b in zip(times, times[1:])]
         steady = statistics.median(intervals)
+        common = dict(case=self.case, phase=self.phase, steady_step=steady,
+                      **commit_and_memcpy(records, steps_from=3))
+        if self.case.startswith('kolo-steady'):
+            return self.finish_steady(deadline, t_launch, common)
 
-        # 2. The victim, by its current rank (kolo) or its local rank (torchrun, one host).
+        # 2. The event at a random phase of a step: a kill or stop of the victim (by
+        # its current rank, or its local rank under torchrun), or a worker added.
         target_rank = 0 if self.case.endswith('rank0') else 2
         victim = next(pid for pid, steps in done.items() if steps[-1][3] == target_rank)
         last = len(done[victim])
-        while len(steps_of(self.poll(deadline, 'before the kill').get(victim, []))) == last:
+        while len(steps_of(self.poll(deadline, 'before the event').get(victim, []))) == last:
             time.sleep(0.002)
         t_ref = steps_of(read_records(self.dir)[victim])[last][1]
         if last + 1 >= self.total_steps():
-            raise TrialError('the job reached its last step before the kill (steps too short for --steps-after)')
+            raise TrialError('the job reached its last step before the event (steps too short for --steps-after)')
         delay = t_ref + self.phase * steady - time.monotonic()
         if delay > 0:
             time.sleep(delay)
         t_kill = time.monotonic()
-        os.kill(victim, signal.SIGKILL)
+        if self.case == 'kolo-add-worker':
+            partial = self.hosts_file + '.partial'
+            with open(partial, 'w') as f:
+                f.write(f'localhost:{NP}\n')
+            os.replace(partial, self.hosts_file)
+        else:
+            os.kill(victim, signal.SIGSTOP if self.case == 'kolo-stop-rank2' else signal.SIGKILL)
         t_kill_after = time.monotonic()
         load = os.getloadavg()[0]
+        if self.case == 'kolo-add-worker':
+            return self.finish_add(deadline, t_launch, t_kill, set(done), common, load)
 
         # 3. Every worker of the recovered job has completed a step of the new generation.
         before = set(done)
         expected = NP - 1 if self.case.startswith('kolo') else NP
-        while True:
-            exited = self.proc.poll() is not None  # before reading: an exit after it is read again
-            records = self.poll(deadline, 'after the kill', allow_exit=True)
+
+        def recovered_firsts(records):
             if self.case.startswith('kolo'):
                 recovered = {pid: rows for pid, rows in records.items() if pid in before and pid != victim}
             else:
                 recovered = {pid: rows for pid, rows in records.items() if pid not in before}
             firsts = {pid: [s for s in steps_of(rows) if s[5] > 0] for pid, rows in recovered.items()}
-            if len(firsts) == expected and all(firsts.values()):
-                break
-            if exited:
-                raise TrialError(f'the launcher exited with {self.proc.returncode} before every worker of the '
-                                 'recovered job completed a step')
-            time.sleep(0.01)
+            return firsts if len(firsts) == expected and all(firsts.values()) else None
+        firsts = self.wait_until(deadline, 'before every worker of the recovered job completed a step',
+                                 recovered_firsts)
 
         # 4. The job ends by itself (it trains --steps-after more steps).
-        try:
-            rc = self.proc.wait(timeout=max(1.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            raise TrialError(f'the job did not end within --trial-timeout {a.trial_timeout:.0f} s') from None
-        records = read_records(self.dir)
-        if rc != 0:
-            raise TrialError(f'the launcher exited with {rc} after the recovery')
+        rc, records = self.wait_for_end(deadline)
 
         # The recovered job's steady step: between its later steps (its first two left out).
         after_steps = []
@@ -244,7 +289,7 @@ class Trial:
             per_worker.append(dict(pid=pid, first_step=first - t_kill, recovery=first - t_kill - subtracted,
                                    rank=new_steps[0][3], size=new_steps[0][4], **stages))
         slowest = max(per_worker, key=lambda w: w['recovery'])
-        return dict(case=self.case, phase=self.phase, steady_step=steady, steady_step_after=steady_after,
+        return dict(common, steady_step_after=steady_after,
                     subtracted=subtracted, recovery=slowest['recovery'],
                     recovery_less_step_before=slowest['first_step'] - steady,
                     fastest_worker=min(w['recovery'] for w in per_worker),
@@ -253,6 +298,66 @@ class Trial:
                     synced=max(w['synced'] for w in per_worker),
                     size_after=slowest['size'], workers_after=len(per_worker), kill_syscall=t_kill_after - t_kill,
                     startup=t_kill - t_launch, wall=time.monotonic() - t_launch, launcher_rc=rc, load=load)
+
+    def wait_until(self, deadline, what, done):
+        """Polls the workers' records until done(records) gives a value, and returns it;
+        fails when the launcher exits first ("the launcher exited with RC <what>")."""
+        while True:
+            exited = self.proc.poll() is not None  # before reading: an exit after it is read again
+            value = done(self.poll(deadline, what, allow_exit=True))
+            if value:
+                return value
+            if exited:
+                raise TrialError(f'the launcher exited with {self.proc.returncode} {what}')
+            time.sleep(0.01)
+
+    def wait_for_end(self, deadline):
+        try:
+            rc = self.proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            raise TrialError(f'the job did not end within --trial-timeout {self.args.trial_timeout:.0f} s') from None
+        if rc != 0:
+            raise TrialError(f'the launcher exited with {rc}')
+        return rc, read_records(self.dir)
+
+    def finish_steady(self, deadline, t_launch, common):
+        """No event: the job's steps from the third to the last, elastic mode or not."""
+        rc, records = self.wait_for_end(deadline)
+        intervals = []
+        for rows in records.values():
+            times = [s[1] for s in steps_of(rows)[2:]]
+            intervals += [b - t for t, b in zip(times, times[1:])]
+        return dict(common, steady_step=statistics.median(intervals), **commit_and_memcpy(records, steps_from=3),
+                    wall=time.monotonic() - t_launch, launcher_rc=rc, load=os.getloadavg()[0])
+
+    def finish_add(self, deadline, t_launch, t_add, before, common, load):
+        """A worker joins: the survivors' pause, the joiner's first step after its init()."""
+
+        def stepped_together(records):
+            joiners = [pid for pid in records if pid not in before and steps_of(records[pid])]
+            survivors_on = all(any(s[5] > 0 for s in steps_of(records[pid])) for pid in before)
+            return joiners if joiners and survivors_on else None
+        joiners = self.wait_until(deadline, 'before the new worker and the others completed a step together',
+                                  stepped_together)
+        rc, records = self.wait_for_end(deadline)
+        joiner = records[joiners[0]]
+        init = next(r[1] for r in joiner if r[0] == 'init')
+        joiner_first = steps_of(joiner)[0]
+        # A survivor's last update of the old membership (the commit it ends with
+        # raises HostsUpdatedInterrupt) to its first step of the new one, less
+        # that step: commit, reset and sync. Rolled back: that first step is not
+        # the next one.
+        pauses, rolled_back = [], False
+        for pid in before:
+            last_trained = [r for r in records[pid] if r[0] == 'trained' and r[5] == 0][-1]
+            new = [s for s in steps_of(records[pid]) if s[5] > 0]
+            pauses.append(new[0][1] - last_trained[1] - common['steady_step'])
+            rolled_back |= new[0][2] != last_trained[2] + 1
+        state_bytes = 2 * 4 * self.args.layers * (self.args.width * self.args.width + self.args.width)
+        return dict(common, pause=max(pauses), joiner_init_to_step=joiner_first[1] - init,
+                    add_to_joiner_step=joiner_first[1] - t_add, rolled_back=int(rolled_back),
+                    state_mib=state_bytes / 2**20, size_after=joiner_first[4],
+                    startup=t_add - t_launch, wall=time.monotonic() - t_launch, launcher_rc=rc, load=load)
 
     def poll(self, deadline, when, allow_exit=False):
         if time.monotonic() > deadline:
@@ -314,56 +419,119 @@ class Trial:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+def commit_and_memcpy(records, steps_from):
+    """Medians over the workers' steps from `steps_from` on (kolo's): commit() (from
+    the update applied to the step logged) and the worker's memcpy of the same tensors."""
+    commits, copies = [], []
+    for rows in records.values():
+        trained = {(r[2], r[5]): r[1] for r in rows if r[0] == 'trained'}
+        commits += [r[1] - trained[(r[2], r[5])] for r in rows
+                    if r[0] == 'step' and r[2] >= steps_from and (r[2], r[5]) in trained]
+        copies += [r[2] for r in rows if r[0] == 'memcpy']
+    commit = statistics.median(commits) if commits else math.nan
+    memcpy = statistics.median(copies) if copies else math.nan
+    return dict(commit=commit, memcpy=memcpy, commit_ratio=commit / memcpy if copies and commits else math.nan)
+
+
 def percentile_50(values):
     return statistics.median(values) if values else math.nan
+
+
+RECOVERY_CASES = [c for c in CASES + MORE_CASES if '-kill-' in c or '-stop-' in c]
 
 
 def summarize(results, cases):
     def ok_of(case):
         return [r for r in results if r['case'] == case and not r.get('error')]
 
-    def med(rows, key):
-        values = [r[key] for r in rows if not math.isnan(r[key])]
-        return f'{statistics.median(values):.2f}' if values else '-'
+    def values(rows, key):
+        return [r[key] for r in rows if key in r and not math.isnan(r[key])]
 
-    lines = ['recovery: kill to the next completed step of every worker of the recovered job, less one steady step '
-             '(seconds)',
-             f'{"case":<22} {"trials":>6} {"failed":>6} {"p50":>7} {"max":>7} {"min":>7}   '
-             f'{"kill to step p50":>16} {"step before":>11} {"step after":>10}']
-    for case in cases:
-        ok = ok_of(case)
-        failed = sum(1 for r in results if r['case'] == case and r.get('error'))
-        rec = [r['recovery'] for r in ok]
-        stats = [f'{statistics.median(rec):7.2f}', f'{max(rec):7.2f}', f'{min(rec):7.2f}'] if rec else ['-'.rjust(7)] * 3
-        lines.append(f'{case:<22} {len(ok):>6} {failed:>6} {" ".join(stats)}   {med(ok, "first_step"):>16} '
-                     f'{med(ok, "steady_step"):>11} {med(ok, "steady_step_after"):>10}')
-    lines += ['',
-              'less the step before the kill instead (p50 / max): ' + '; '.join(
-                  f'{case} {med(ok_of(case), "recovery_less_step_before")} / '
-                  f'{max((r["recovery_less_step_before"] for r in ok_of(case)), default=math.nan):.2f}'
-                  for case in cases),
-              '',
-              'where the time goes: seconds after the kill, slowest worker, medians over the trials',
-              f'{"case":<22} {"detect":>8} {"restored":>8} {"re-formed":>9} {"synced":>8} {"first step":>10}']
-    for case in cases:
-        ok = ok_of(case)
-        if ok:
-            lines.append(f'{case:<22} {med(ok, "detect"):>8} {med(ok, "restored"):>8} {med(ok, "reset"):>9} '
-                         f'{med(ok, "synced"):>8} '
-                         f'{med(ok, "first_step"):>10}')
-    lines += ['  detect: kolo, the survivors\' run() caught the failure and restores the commit; torchrun, the '
-              'restarted workers\' processes started',
-              '  restored: kolo, the last commit loaded back into model and optimizer',
-              '  re-formed: kolo, reset() done (the new generation met); synced: kolo, state broadcast and training '
-              're-entered; torchrun, torch imported, process group, checkpoint loaded and DDP built']
-    return '\n'.join(lines)
+    def med(rows, key, digits=2):
+        v = values(rows, key)
+        return f'{statistics.median(v):.{digits}f}' if v else '-'
+
+    def stats(rows, key):
+        v = values(rows, key)
+        return [f'{statistics.median(v):7.2f}', f'{max(v):7.2f}', f'{min(v):7.2f}'] if v else ['-'.rjust(7)] * 3
+
+    def failed(case):
+        return sum(1 for r in results if r['case'] == case and r.get('error'))
+
+    lines = []
+    recovery_cases = [c for c in cases if c in RECOVERY_CASES]
+    if recovery_cases:
+        lines += ['recovery: kill (or stop) to the next completed step of every worker of the recovered job, '
+                  'less one steady step (seconds)',
+                  f'{"case":<22} {"trials":>6} {"failed":>6} {"p50":>7} {"max":>7} {"min":>7}   '
+                  f'{"kill to step p50":>16} {"step before":>11} {"step after":>10}']
+        for case in recovery_cases:
+            ok = ok_of(case)
+            lines.append(f'{case:<22} {len(ok):>6} {failed(case):>6} {" ".join(stats(ok, "recovery"))}   '
+                         f'{med(ok, "first_step"):>16} {med(ok, "steady_step"):>11} '
+                         f'{med(ok, "steady_step_after"):>10}')
+        lines += ['',
+                  'less the step before the kill instead (p50 / max): ' + '; '.join(
+                      f'{case} {med(ok_of(case), "recovery_less_step_before")} / '
+                      f'{max(values(ok_of(case), "recovery_less_step_before"), default=math.nan):.2f}'
+                      for case in recovery_cases),
+                  '',
+                  'where the time goes: seconds after the kill, slowest worker, medians over the trials',
+                  f'{"case":<22} {"detect":>8} {"restored":>8} {"re-formed":>9} {"synced":>8} {"first step":>10}']
+        for case in recovery_cases:
+            ok = ok_of(case)
+            if ok:
+                lines.append(f'{case:<22} {med(ok, "detect"):>8} {med(ok, "restored"):>8} {med(ok, "reset"):>9} '
+                             f'{med(ok, "synced"):>8} {med(ok, "first_step"):>10}')
+        lines += ['  detect: kolo, the survivors\' run() caught the failure and restores the commit; torchrun, '
+                  'the restarted workers\' processes started',
+                  '  restored: kolo, the last commit loaded back into model and optimizer',
+                  '  re-formed: kolo, reset() done (the new generation met); synced: kolo, state synced and '
+                  'training re-entered; torchrun, torch imported, process group, checkpoint loaded and DDP built']
+        if 'kolo-stop-rank2' in recovery_cases:
+            lines.append(f'  kolo-stop-rank2 runs with KOLO_PEER_TIMEOUT={STOP_PEER_TIMEOUT}: its target is '
+                         f'{STOP_PEER_TIMEOUT + 1} s')
+    if 'kolo-add-worker' in cases:
+        ok = ok_of('kolo-add-worker')
+        lines += ['' if lines else None,
+                  f'a worker added ({NP - 1} -> {NP}; seconds): {len(ok)} trials, {failed("kolo-add-worker")} failed',
+                  f'{"":<34} {"p50":>7} {"max":>7} {"min":>7}',
+                  f'{"survivors pause, less a step":<34} {" ".join(stats(ok, "pause"))}',
+                  f'{"joiner: init() to its first step":<34} {" ".join(stats(ok, "joiner_init_to_step"))}',
+                  f'{"hosts file changed to its step":<34} {" ".join(stats(ok, "add_to_joiner_step"))}',
+                  f'survivors rolled back: {sum(r.get("rolled_back", 0) for r in ok)} of {len(ok)} trials; '
+                  f'state {med(ok, "state_mib", 0)} MiB (model and momentum)']
+    steady_cases = [c for c in ('kolo-steady-elastic', 'kolo-steady-plain') if c in cases]
+    if steady_cases:
+        lines += ['' if lines else None, 'steady step without membership changes (seconds; p50, max, min):']
+        for case in steady_cases:
+            ok = ok_of(case)
+            lines.append(f'{case:<22} {len(ok):>3} trials {" ".join(stats(ok, "steady_step"))}')
+        if len(steady_cases) == 2:
+            by_trial = {}
+            for r in results:
+                if r['case'] in steady_cases and not r.get('error'):
+                    by_trial.setdefault(r['trial'], {})[r['case']] = r['steady_step']
+            ratios = [t['kolo-steady-elastic'] / t['kolo-steady-plain'] for t in by_trial.values() if len(t) == 2]
+            if ratios:
+                lines.append(f'elastic / plain, trial by trial: p50 {statistics.median(ratios):.3f}, '
+                             f'range {min(ratios):.3f} to {max(ratios):.3f} ({len(ratios)} pairs)')
+    kolo_rows = [r for r in results if r['case'].startswith('kolo') and not r.get('error')]
+    if values(kolo_rows, 'commit_ratio'):
+        lines += ['' if lines else None,
+                  f'commit() of model and momentum: p50 {med(kolo_rows, "commit", 3)} s against a memcpy of the same '
+                  f'tensors {med(kolo_rows, "memcpy", 3)} s; ratio p50 {med(kolo_rows, "commit_ratio")}, max '
+                  f'{max(values(kolo_rows, "commit_ratio")):.2f} (every kolo trial, workers\' medians)']
+    return '\n'.join(line for line in lines if line is not None)
 
 
 def write_outputs(results, cases, args, summary, header):
     os.makedirs(args.out, exist_ok=True)
     keys = ['trial', 'case', 'recovery', 'recovery_less_step_before', 'fastest_worker', 'first_step', 'steady_step',
-            'steady_step_after', 'subtracted', 'detect', 'restored', 'reset', 'synced', 'size_after', 'workers_after', 'phase',
-            'kill_syscall', 'startup', 'wall', 'load', 'launcher_rc', 'error']
+            'steady_step_after', 'subtracted', 'detect', 'restored', 'reset', 'synced', 'pause',
+            'joiner_init_to_step', 'add_to_joiner_step', 'rolled_back', 'state_mib', 'commit', 'memcpy',
+            'commit_ratio', 'size_after', 'workers_after', 'phase', 'kill_syscall', 'startup', 'wall', 'load',
+            'launcher_rc', 'error']
     with open(os.path.join(args.out, 'trials.csv'), 'w', newline='') as f:
         writer = csv.DictWriter(f, fieldnames=keys, extrasaction='ignore')
         writer.writeheader()
@@ -463,8 +631,8 @@ def main():
     args.kolorun = args.kolorun or os.path.join(args.build_dir, 'tools', 'kolorun', 'kolorun')
     cases = [c for c in args.cases.split(',') if c]
     for case in cases:
-        if case not in CASES:
-            parser.error(f'unknown case {case!r}; the cases are {", ".join(CASES)}')
+        if case not in CASES + MORE_CASES:
+            parser.error(f'unknown case {case!r}; the cases are {", ".join(CASES + MORE_CASES)}')
     if any(c.startswith('kolo') for c in cases) and not os.access(args.kolorun, os.X_OK):
         parser.error(f'no kolorun at {args.kolorun} (build it: cmake --build build --target kolorun '
                      'kolo_python_extension)')
@@ -503,7 +671,12 @@ def main():
                     trial = None
                 result['trial'] = i + 1
                 results.append(result)
-                if not result.get('error'):
+                if not result.get('error') and 'recovery' not in result:
+                    print(f'trial {i + 1:>2} {case:<20} ' + ', '.join(
+                        f'{k} {result[k]:.3f}' for k in ('steady_step', 'commit', 'memcpy', 'pause',
+                                                         'joiner_init_to_step', 'add_to_joiner_step')
+                        if k in result), flush=True)
+                elif not result.get('error'):
                     print(f'trial {i + 1:>2} {case:<20} recovery {result["recovery"]:6.2f} s  (kill to first step '
                           f'{result["first_step"]:5.2f} s, detect {result["detect"]:5.2f}, synced '
                           f'{result["synced"]:5.2f}, steady step {result["steady_step"]:.2f} s before, '
@@ -530,8 +703,9 @@ def main():
     print(summary)
     if args.out:
         write_outputs(results, cases, args, summary, header)
-    if args.plot and results:
-        plot(results, cases, args.plot)
+    plotted = [c for c in cases if c in RECOVERY_CASES]
+    if args.plot and plotted and results:
+        plot(results, plotted, args.plot)
     if interrupted_at is not None:
         return 130
     return 1 if any(r.get('error') for r in results) else 0

@@ -5,7 +5,11 @@ DIR/steps-<pid>.txt (one line per event, times from time.monotonic(), which is
 CLOCK_MONOTONIC and so one clock for every process of the host):
 
     start    T PID                      the process started (before importing torch)
+    init     T RANK SIZE GEN            kolo: hvd.init() returned (a joiner: it is a member)
+    memcpy   T SECONDS                  kolo: after step 1, one copy of the state's tensors into others
+                                        (median of 5), what a commit is compared with
     ready    T RANK SIZE GEN            model, optimizer (and checkpoint) ready
+    trained  T STEP RANK SIZE GEN       step STEP's update applied, before its commit
     step     T STEP RANK SIZE GEN       step STEP (1-based) completed and committed / saved
     restore  T RANK SIZE GEN            kolo: the failure reached Python (run() restores)
     restored T RANK SIZE GEN            kolo: the last commit is back (run() resets)
@@ -15,7 +19,8 @@ CLOCK_MONOTONIC and so one clock for every process of the host):
 GEN is kolo's reset count (kolo.torch.elastic.run's reset_count) or torchrun's
 restart count (TORCHELASTIC_RESTART_COUNT). The worker stops after --steps
 steps (counted in the committed state, so a step redone after a failure
-counts once).
+counts once), and with --full-size N not before it trained
+--steps-at-full-size steps at N workers.
 
     kolorun -np 4 --min-np 3 /usr/bin/python3 bench/elastic_recovery_worker.py kolo --dir DIR
     torchrun --nnodes 1 --nproc_per_node 4 --max_restarts 3 ... bench/elastic_recovery_worker.py torchrun --dir DIR
@@ -43,6 +48,10 @@ def parse_args():
     parser.add_argument('--width', type=int, default=2048, help='features of each layer (default 2048: 25.2 M parameters)')
     parser.add_argument('--batch', type=int, default=16, help='samples per worker and step')
     parser.add_argument('--steps', type=int, default=16, help='steps to train, in all')
+    parser.add_argument('--full-size', type=int, default=0,
+                        help='kolo: also train until --steps-at-full-size steps ran at this many workers '
+                             '(a job that waits for a worker to join)')
+    parser.add_argument('--steps-at-full-size', type=int, default=0)
     parser.add_argument('--threads', type=int, default=1, help='torch threads per worker')
     return parser.parse_args()
 
@@ -65,12 +74,29 @@ def build_model(torch, layers, width):
     return torch.nn.Sequential(*parts[:-1])
 
 
+def memcpy_seconds(torch, model, optimizer):
+    """What commit() is measured against: copying the tensors it copies (the
+    model's and the optimizer's state) into tensors already there."""
+    tensors = list(model.state_dict().values())
+    for entry in optimizer.state_dict()['state'].values():
+        tensors += [v for v in entry.values() if isinstance(v, torch.Tensor)]
+    targets = [torch.empty_like(t) for t in tensors]
+    times = []
+    for _ in range(5):
+        t0 = time.monotonic()
+        for target, tensor in zip(targets, tensors):
+            target.copy_(tensor)
+        times.append(time.monotonic() - t0)
+    return sorted(times)[2]
+
+
 def run_kolo(args, log):
     import torch
     import kolo.torch as hvd
 
     torch.set_num_threads(args.threads)
     hvd.init()
+    log.write('init', time.monotonic(), hvd.rank(), hvd.size(), 0)
     torch.manual_seed(0)
     model = build_model(torch, args.layers, args.width)
     optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=1e-4, momentum=0.9),
@@ -88,19 +114,23 @@ def run_kolo(args, log):
             super().restore()
             log.write('restored', time.monotonic(), *where())
 
-    state = TimedState(model, optimizer, step=0)
+    state = TimedState(model, optimizer, step=0, full_steps=0)
     state.register_reset_callbacks([lambda: log.write('reset', time.monotonic(), *where())])
 
     @hvd.elastic.run
     def train(state):  # noqa: F811 - where() reads the decorated function's reset_count
         log.write('entered', time.monotonic(), *where())
-        while state.step < args.steps:
+        while state.step < args.steps or (args.full_size and state.full_steps < args.steps_at_full_size):
             optimizer.zero_grad()
             torch.nn.functional.mse_loss(model(x), y).backward()
             optimizer.step()
             state.step += 1
+            state.full_steps += hvd.size() >= args.full_size > 0
+            log.write('trained', time.monotonic(), state.step, *where())
             state.commit()
             log.write('step', time.monotonic(), state.step, *where())
+            if state.step == 1:  # the optimizer has its state now; the steady step leaves this one out
+                log.write('memcpy', time.monotonic(), memcpy_seconds(torch, model, optimizer))
 
     log.write('ready', time.monotonic(), *where())
     train(state)
