@@ -124,6 +124,17 @@ TEST(KolorunElasticFaults, AKillDuringTheSyncAfterALossIsSurvived) {
   EXPECT_NE(r.err.find("elastic: generation 2 has 2 worker(s)"), std::string::npos) << r.err;
 }
 
+// A worker dies inside a commit (half saved), and while the others re-form
+// another dies in its reset callback, after the job re-formed and before the
+// sync: the last two restore their commits and re-form once more.
+TEST(KolorunElasticFaults, KillsInsideACommitAndInsideAResetAreSurvived) {
+  const auto r = run_elastic({"-np", "4", "--min-np", "2", KOLO_ELASTIC_WORKER_PATH, "30", "save-kill", "3", "10",
+                              "reset-kill", "2", "9"});
+  ASSERT_TRUE(r.exited && r.exit_code == 0) << r.out << r.err;
+  expect_finished_alike(r, {0, 1}, 2, 30);
+  EXPECT_NE(r.err.find("elastic: generation 2 has 2 worker(s)"), std::string::npos) << r.err;
+}
+
 // A process set made before a reset is refused after it, with a message that
 // says to add it again; the set added again works, under an id of its own.
 TEST(KolorunElasticFaults, ProcessSetsOfAnEarlierGenerationAreRefused) {

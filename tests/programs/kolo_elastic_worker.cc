@@ -11,7 +11,10 @@
 //   stop   - SIGSTOPs itself (a stall its peers time out on);
 //   throw  - throws a PeerFailureError of its own (kolo::elastic::run resets);
 //   sync-exit, sync-kill, ... - the same inside the state's sync (between its
-//            two broadcasts), at the first sync at or after step STEP.
+//            two broadcasts), at the first sync at or after step STEP;
+//   save-exit, save-kill, ... - inside the commit of step STEP (half saved);
+//   reset-exit, reset-kill, ... - in the reset callback (the job re-formed, not
+//            yet synced), at the first reset at or after step STEP.
 // KOLO_TEST_STEP_MS: a pause per step (default 20), so that changes land mid-run.
 // KOLO_TEST_PROGRESS_FILE: rank 0 writes the steps done there after each step.
 // KOLO_TEST_SLOW_START="FROM MS": workers FROM and later sleep MS ms before
@@ -47,8 +50,11 @@ class ModelState : public kolo::elastic::State {
   std::vector<float> weights = std::vector<float>(4096, 1.0f);
   int step = 0;
 
+  std::function<void()> during_save;  // a fault's hook, between the weights and the step
+
   void save() override {
     saved_weights_ = weights;
+    if (during_save) during_save();
     saved_step_ = step;
   }
   void restore() override {
@@ -118,9 +124,24 @@ int main(int argc, char** argv) {
     return kolo::add_process_set(ranks);
   };
   kolo::ProcessSet set = with_set ? every_rank() : kolo::global_process_set;
+  // Faults whose name starts with `prefix`, due at or after the state's step.
+  auto fault_hook = [&](const std::string& prefix, bool exact_step) {
+    return [&faults, &state, worker, prefix, exact_step] {
+      for (auto& f : faults) {
+        const bool due = exact_step ? state.step == f.step : state.step >= f.step;
+        if (f.worker == worker && f.how.rfind(prefix, 0) == 0 && due) {
+          f.worker = -1;  // once
+          do_fault(f.how.substr(prefix.size()));
+        }
+      }
+    };
+  };
+  const auto reset_faults = fault_hook("reset-", false);
   state.register_reset_callbacks({[&] {
     std::fprintf(stderr, "worker %d reset at step %d: rank %d of %d at %lld\n", worker, state.step, kolo::rank(),
                  kolo::size(), now_ms());
+    std::fflush(stderr);
+    reset_faults();
     if (with_set) {
       float x = 1.0f;
       try {
@@ -136,19 +157,13 @@ int main(int argc, char** argv) {
     std::fflush(stderr);
   }});
   const char* progress_file = std::getenv("KOLO_TEST_PROGRESS_FILE");
-  state.during_sync = [&] {
-    for (auto& f : faults) {
-      if (f.worker == worker && f.how.rfind("sync-", 0) == 0 && state.step >= f.step) {
-        f.worker = -1;
-        do_fault(f.how.substr(5));
-      }
-    }
-  };
+  state.during_sync = fault_hook("sync-", false);
+  state.during_save = fault_hook("save-", true);
   try {
     kolo::elastic::run(state, [&] {
       while (state.step < steps) {
         for (auto& f : faults) {
-          if (f.worker == worker && f.step == state.step && f.how.rfind("sync-", 0) != 0) {
+          if (f.worker == worker && f.step == state.step && f.how.find('-') == std::string::npos) {
             f.worker = -1;  // once
             do_fault(f.how);
           }
