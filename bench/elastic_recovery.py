@@ -557,12 +557,13 @@ def plot(results, cases, path):
                     p.write(f'{i} {i + jitter} {v}\n')
                 if rec:
                     s.write(f'{i} {statistics.median(rec)} {min(rec)} {max(rec)} "{case}"\n')
-        log_scale = all(r['recovery'] > 0 for r in results if not r.get('error'))  # else a linear axis
+        shown = [r for r in results if r['case'] in cases and not r.get('error')]
+        log_scale = all(r['recovery'] > 0 for r in shown)  # else a linear axis
         xtics = ', '.join(f'"{c}" {i}' for i, c in enumerate(cases))
         script = f'''
 set terminal pngcairo size 900,540 font ',10'
 set output '{path}'
-set title 'Recovery after SIGKILL of one of 4 workers, one host (lower is better)'
+set title 'Recovery after SIGKILL (or SIGSTOP) of one of 4 workers, one host (lower is better)'
 set ylabel 'kill to next completed step, less one steady step (s)'
 {'set logscale y 10' if log_scale else 'set yrange [*:*]'}
 set grid ytics
