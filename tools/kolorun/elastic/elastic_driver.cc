@@ -257,7 +257,9 @@ void ElasticDriver::read_requests(Actions& actions) {
       it = blames_.erase(it);
       continue;
     }
-    if (Clock::now() < it->second.until) {
+    // A stopped process cannot ask: it goes at once, without the grace.
+    const bool stopped = stopped_here && stopped_here(culprit);
+    if (Clock::now() < it->second.until && !stopped) {
       ++it;
       continue;
     }
@@ -265,8 +267,8 @@ void ElasticDriver::read_requests(Actions& actions) {
     stalled_.insert(culprit);
     actions.reports.push_back("elastic: worker " + std::to_string(it->second.by) + " blames worker " +
                               std::to_string(culprit) + " (rank " + std::to_string(it->second.rank) +
-                              " of generation " + std::to_string(generation_) +
-                              "), which still runs without asking to re-form; killing it");
+                              " of generation " + std::to_string(generation_) + "), which " +
+                              (stopped ? "is stopped" : "still runs without asking to re-form") + "; killing it");
     it = blames_.erase(it);
   }
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -30,6 +31,10 @@ class JobPolicy {
   // Called on every round of the loop, and at least every period().
   virtual Actions tick() = 0;
   virtual std::chrono::milliseconds period() const = 0;
+
+  // Set by the supervisor while it runs: whether rank `rank`'s process runs on
+  // this machine and is stopped (SIGSTOP, a debugger's stop). False otherwise.
+  std::function<bool(int rank)> stopped_here;
 };
 
 }  // namespace kolorun

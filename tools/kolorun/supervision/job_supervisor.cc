@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 #include <functional>
+#include <iterator>
 #include <sstream>
 
 #include "flight_report.h"
@@ -574,7 +575,28 @@ struct JobSupervisor::Impl {
     }
   }
 
+  // Whether rank `rank` has a local process in the stopped state ('T' or 't' in
+  // /proc/PID/stat). A remote rank's process here is its connection: never.
+  bool stopped_here(int rank) const {
+    for (const auto& r : ranks) {
+      if (r.rank != rank || r.server >= 0 || !r.running || r.control) continue;
+      std::ifstream in("/proc/" + std::to_string(r.pid) + "/stat");
+      std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      const auto name_end = stat.rfind(')');  // the command's name may hold spaces and parentheses
+      return name_end != std::string::npos && name_end + 2 < stat.size() &&
+             (stat[name_end + 2] == 'T' || stat[name_end + 2] == 't');
+    }
+    return false;
+  }
+
   int run(const std::vector<LaunchSpec>& specs) {
+    if (settings.policy) settings.policy->stopped_here = [this](int rank) { return stopped_here(rank); };
+    struct ForgetProbe {
+      JobPolicy* policy;
+      ~ForgetProbe() {
+        if (policy) policy->stopped_here = nullptr;
+      }
+    } forget{settings.policy};
     if (settings.timeout) job_deadline = Clock::now() + *settings.timeout;
     become_subreaper();
     start_ranks(specs);
