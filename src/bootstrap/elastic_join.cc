@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <string>
 
 #include "bootstrap/elastic_membership.h"
@@ -59,6 +60,25 @@ Topology elastic_base() {
   return t;
 }
 
+enum class Waited { kPresent, kGaveUp, kTimedOut };
+
+// Waits for `keys` until `deadline`, a poll at a time; between polls
+// `give_up` (when set) may end the wait. Throws ShutdownError saying
+// `finished` once the job has finished training: nobody is left to wait for.
+Waited wait_in_job(store::StoreClient& store, const std::vector<std::string>& keys, Clock::time_point deadline,
+                   const std::function<bool()>& give_up, const std::string& finished) {
+  for (;;) {
+    try {
+      store.wait(keys, kSupersededPoll);
+      return Waited::kPresent;
+    } catch (const TimeoutError&) {
+    }
+    if (give_up && give_up()) return Waited::kGaveUp;
+    if (store.check({elastic::kFinishedKey})) throw ShutdownError("kolo elastic: the job finished training " + finished);
+    if (Clock::now() >= deadline) return Waited::kTimedOut;
+  }
+}
+
 // The members announce themselves and wait for each other. False when a newer
 // generation appears meanwhile: a member is gone, and this one will never form.
 bool meet(store::StoreClient& store, const Topology& t, int generation, milliseconds timeout) {
@@ -67,46 +87,27 @@ bool meet(store::StoreClient& store, const Topology& t, int generation, millisec
   store.set(prefix + std::to_string(t.rank), store::Bytes(me.begin(), me.end()));
   std::vector<std::string> keys;
   for (int r = 0; r < t.size; ++r) keys.push_back(prefix + std::to_string(r));
-  const auto deadline = Clock::now() + timeout;
   const std::string newer = elastic::membership_key(generation + 1);
-  for (;;) {
-    try {
-      store.wait(keys, kSupersededPoll);
-      return true;
-    } catch (const TimeoutError&) {
-    }
-    if (store.check({newer})) return false;
-    if (store.check({elastic::kFinishedKey}))
-      throw ShutdownError("kolo elastic: the job finished training before generation " + std::to_string(generation) +
-                          " formed; this worker has nothing left to do");
-    if (Clock::now() >= deadline) {
-      std::string missing;
-      for (int r = 0; r < t.size; ++r)
-        if (!store.check({keys[r]})) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-      throw TimeoutError("kolo elastic: rank(s) " + missing + " of generation " + std::to_string(generation) +
-                         " did not join within " + std::to_string(timeout.count() / 1000) +
-                         " s (KOLO_ELASTIC_TIMEOUT)");
-    }
-  }
+  const Waited waited = wait_in_job(
+      store, keys, Clock::now() + timeout, [&] { return store.check({newer}); },
+      "before generation " + std::to_string(generation) + " formed; this worker has nothing left to do");
+  if (waited != Waited::kTimedOut) return waited == Waited::kPresent;
+  std::string missing;
+  for (int r = 0; r < t.size; ++r)
+    if (!store.check({keys[r]})) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+  throw TimeoutError("kolo elastic: rank(s) " + missing + " of generation " + std::to_string(generation) +
+                     " did not join within " + std::to_string(timeout.count() / 1000) + " s (KOLO_ELASTIC_TIMEOUT)");
 }
 
+// A new worker, started before its generation: it says it is ready and waits
+// to be taken in, so that the others go on training meanwhile.
 void wait_to_be_taken_in(store::StoreClient& store, int worker, int generation, milliseconds timeout) {
   store.set(elastic::ready_key(worker), store::Bytes{1});
-  const std::string next = elastic::membership_key(generation + 1);
-  const auto deadline = Clock::now() + timeout;
-  for (;;) {
-    try {
-      store.wait({next}, kSupersededPoll);
-      return;
-    } catch (const TimeoutError&) {
-    }
-    if (store.check({elastic::kFinishedKey}))
-      throw ShutdownError("kolo elastic: the job finished training before worker " + std::to_string(worker) +
-                          " was taken in; it has nothing left to do");
-    if (Clock::now() >= deadline)
-      throw TimeoutError("kolo elastic: worker " + std::to_string(worker) + " was not taken into the job within " +
-                         std::to_string(timeout.count() / 1000) + " s (KOLO_ELASTIC_TIMEOUT)");
-  }
+  const std::string who = "worker " + std::to_string(worker);
+  if (wait_in_job(store, {elastic::membership_key(generation + 1)}, Clock::now() + timeout, nullptr,
+                  "before " + who + " was taken in; it has nothing left to do") == Waited::kTimedOut)
+    throw TimeoutError("kolo elastic: " + who + " was not taken into the job within " +
+                       std::to_string(timeout.count() / 1000) + " s (KOLO_ELASTIC_TIMEOUT)");
 }
 
 }  // namespace
@@ -143,8 +144,6 @@ ElasticJoin join_elastic(int worker, int blamed_rank) {
     Topology t = base;
     t.rank = membership.rank_of(worker);
     if (t.rank < 0 && g_last_joined < 0) {
-      // A new worker, started before its generation: it says it is ready and
-      // waits to be taken in, so that the others go on training meanwhile.
       wait_to_be_taken_in(*store, worker, generation, timeout);
       continue;
     }
