@@ -269,21 +269,34 @@ def test_torch_state_sync_gives_every_rank_rank_0s_state():
         assert after == before
 
 
-def test_torch_state_sync_with_optimizers_without_state():
+@pytest.mark.parametrize('make', [
+    lambda params: torch.optim.SGD(params, lr=0.1, momentum=0.9, weight_decay=0.5),
+    lambda params: torch.optim.Adam(params, lr=0.1, weight_decay=0.5),  # a tensor 'step' in its state
+], ids=['sgd', 'adam'])
+def test_torch_state_sync_with_optimizers_without_state(make):
     rank = hvd.rank()
     # Rank 0 and all but the last rank trained; the last one is as a joiner is.
     joiner = rank == hvd.size() - 1
     model = make_model(seed=200 + rank)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=0.5)
+    optimizer = make(model.parameters())
     if not joiner:
         train_steps(model, optimizer, 2, seed=rank)
     state = TorchState(model, optimizer, epoch=0)
     before = torch_bits(state)
+    own = {id(v) for s in optimizer.state.values() for v in s.values() if isinstance(v, torch.Tensor)}
     state.sync()
-    # The joiner's optimizer got one step to have a state, and its model rank 0's.
+    # The joiner's optimizer got rank 0's state and its model rank 0's.
     assert same_on_every_rank(torch_bits(state), 'elastic_test.joiner_sync')
     if rank == 0:
         assert torch_bits(state) == before
+    if joiner and rank != 0:
+        # Received as it is, without the step a fresh optimizer takes in
+        # broadcast_optimizer_state (its zero gradients would be left behind).
+        assert all(p.grad is None for p in model.parameters())
+    elif rank != 0:
+        # A rank with state receives into its own tensors.
+        now = {id(v) for s in optimizer.state.values() for v in s.values() if isinstance(v, torch.Tensor)}
+        assert now == own
     # Rank 0 without state: every rank ends without state, as rank 0.
     model = make_model(seed=300 + rank)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=0.5)
@@ -310,9 +323,10 @@ def test_torch_state_sync_sends_only_what_differs(monkeypatch):
 
     def recording_optimizer(optimizer, root_rank, **kwargs):
         optimizer_syncs.append(root_rank)
-        return hvd.broadcast_optimizer_state(optimizer, root_rank, **kwargs)
+        return broadcast_state_from(optimizer, root_rank, **kwargs)
+    broadcast_state_from = state_module._broadcast_state_from
     monkeypatch.setattr(state_module, 'broadcast_parameters', recording_parameters)
-    monkeypatch.setattr(state_module, 'broadcast_optimizer_state', recording_optimizer)
+    monkeypatch.setattr(state_module, '_broadcast_state_from', recording_optimizer)
 
     model = make_model(seed=7)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)

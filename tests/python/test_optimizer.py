@@ -187,6 +187,25 @@ def test_broadcast_optimizer_state_including_ranks_that_never_stepped():
             assert torch.equal(state['state'][key][name], value), name
 
 
+def test_broadcast_optimizer_state_receives_into_the_ranks_own_tensors():
+    model = make_model(seed=0)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01 * (hvd.rank() + 1), momentum=0.9)
+    x, y = global_batch(hvd.rank())
+    loss_of(model, x, y).backward()
+    optimizer.step()
+    own = [s['momentum_buffer'] for s in optimizer.state.values()]
+    hvd.broadcast_optimizer_state(optimizer, root_rank=0)
+    now = [s['momentum_buffer'] for s in optimizer.state.values()]
+    assert all(a is b for a, b in zip(own, now)) and len(now) == len(own) > 0
+    assert optimizer.param_groups[0]['lr'] == pytest.approx(0.01)
+    root = hvd.broadcast_object([t.clone() for t in now], root_rank=0, name='optimizer.own.check')
+    assert all(torch.equal(a, b) for a, b in zip(now, root))
+    # Training goes on with the received state: the buffer is the optimizer's own.
+    loss_of(model, x, y).backward()
+    optimizer.step()
+    assert all(s['momentum_buffer'] is t for s, t in zip(optimizer.state.values(), now))
+
+
 def test_broadcast_object_and_allgather_object():
     obj = {'rank': hvd.rank(), 'payload': list(range(hvd.rank() + 2))}
     assert hvd.broadcast_object(obj, root_rank=0) == {'rank': 0, 'payload': [0, 1]}

@@ -58,6 +58,15 @@ def broadcast_optimizer_state(optimizer, root_rank, model=None, process_set=glob
         raise ValueError('cannot broadcast torch.optim.LBFGS state')
     if len(optimizer.state_dict()['state']) == 0:
         _initialize_state(optimizer)
+    _broadcast_state_from(optimizer, root_rank, process_set)
+
+
+def _broadcast_state_from(optimizer, root_rank, process_set=global_process_set):
+    """root_rank's optimizer state into every other rank's optimizer, whatever
+    state those have (none included). Each tensor is received into the rank's own
+    tensor where one of its shape and type sits at the same place, and installed
+    without the copy of the whole state that load_state_dict makes: a rank that
+    joins an elastic job allocates the state once."""
     state_dict = optimizer.state_dict()
     is_root = _kolo.rank() == root_rank
     # The structure (which tensors exist, hyper-parameters) comes from the root.
@@ -72,29 +81,91 @@ def broadcast_optimizer_state(optimizer, root_rank, model=None, process_set=glob
         if isinstance(value, (list, tuple)):
             return type(value)(strip(v) for v in value)
         return value
-    structure = broadcast_object(strip(state_dict), root_rank, name='broadcast_optimizer_state.structure',
-                                 process_set=process_set)
-
-    slots = []
-
-    def fill(value):
-        if isinstance(value, _TensorSlot):
-            own = tensors[value.index] if is_root else None
-            tensor = own if own is not None else torch.empty(value.shape, dtype=value.dtype)
-            slots.append(tensor)
-            return tensor
-        if isinstance(value, dict):
-            return {k: fill(v) for k, v in value.items()}
-        if isinstance(value, (list, tuple)):
-            return type(value)(fill(v) for v in value)
-        return value
-    received = fill(structure)
+    structure = broadcast_object(strip(state_dict) if is_root else None, root_rank,
+                                 name='broadcast_optimizer_state.structure', process_set=process_set)
+    slots = [None] * sum(1 for _ in _slots_of(structure))
+    for where, slot in _slots_of(structure):
+        own = tensors[slot.index] if is_root else _own_tensor(state_dict, where, slot)
+        slots[slot.index] = own if own is not None else torch.empty(slot.shape, dtype=slot.dtype)
     handles = [broadcast_async_(t, root_rank, name=f'broadcast_optimizer_state.{i}', process_set=process_set)
                for i, t in enumerate(slots)]
     for handle in handles:
         synchronize(handle)
     if not is_root:
-        optimizer.load_state_dict(received)
+        _install_state(optimizer, structure, slots)
+
+
+def _slots_of(structure):
+    """(where, slot) for every tensor of a stripped state_dict; `where` is
+    (param key, state key) for a tensor directly in a parameter's state, else None."""
+    def walk(value, where):
+        if isinstance(value, _TensorSlot):
+            yield where, value
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                yield from walk(v, None)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                yield from walk(v, None)
+    for param_key, per_param in structure['state'].items():
+        if isinstance(per_param, dict):
+            for key, value in per_param.items():
+                yield from walk(value, (param_key, key) if isinstance(value, _TensorSlot) else None)
+        else:
+            yield from walk(per_param, None)
+    yield from walk(structure['param_groups'], None)
+
+
+def _own_tensor(state_dict, where, slot):
+    """This rank's tensor at the place of the root's, when it can take the root's bytes."""
+    if where is None:
+        return None
+    own = state_dict['state'].get(where[0], {})
+    own = own.get(where[1]) if isinstance(own, dict) else None
+    if (isinstance(own, torch.Tensor) and own.layout == torch.strided and own.is_contiguous()
+            and own.dtype == slot.dtype and tuple(own.shape) == slot.shape and own.device.type == 'cpu'):
+        return own
+    return None
+
+
+def _install_state(optimizer, structure, slots):
+    """load_state_dict of the root's state without copying its tensors: the
+    optimizer loads the structure with empty placeholders (hyper-parameters,
+    steps as plain values, its own casts and hooks), then each placeholder is
+    replaced by the received tensor. A tensor nested deeper than a parameter's
+    state takes load_state_dict's own path."""
+    placed = [where for where, _ in _slots_of(structure)]
+    if any(where is None for where in placed):
+        optimizer.load_state_dict(_filled(structure, slots))
+        return
+
+    def placeholder(value):
+        if isinstance(value, _TensorSlot):
+            return torch.empty(0, dtype=value.dtype)
+        if isinstance(value, dict):
+            return {k: placeholder(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return type(value)(placeholder(v) for v in value)
+        return value
+    optimizer.load_state_dict(placeholder(structure))
+    saved_ids = [i for group in structure['param_groups'] for i in group['params']]
+    params = [p for group in optimizer.param_groups for p in group['params']]
+    by_id = dict(zip(saved_ids, params))
+    for (param_key, key), slot in _slots_of(structure):
+        owner = optimizer.state[by_id.get(param_key, param_key)]
+        cast = owner[key]  # the placeholder as load_state_dict cast it to the parameter
+        tensor = slots[slot.index]
+        owner[key] = tensor if (tensor.dtype, tensor.device) == (cast.dtype, cast.device) else tensor.to(cast)
+
+
+def _filled(structure, slots):
+    if isinstance(structure, _TensorSlot):
+        return slots[structure.index]
+    if isinstance(structure, dict):
+        return {k: _filled(v, slots) for k, v in structure.items()}
+    if isinstance(structure, (list, tuple)):
+        return type(structure)(_filled(v, slots) for v in structure)
+    return structure
 
 
 def _initialize_state(optimizer):

@@ -11,7 +11,7 @@ import torch
 from kolo.torch import _kolo
 from kolo.torch.elastic.base import ObjectState, _check_attribute_name
 from kolo.torch.elastic.sampler import ElasticSampler
-from kolo.torch.functions import (allgather_object, broadcast_object, broadcast_optimizer_state,
+from kolo.torch.functions import (_broadcast_state_from, allgather_object, broadcast_object,
                                   broadcast_parameters)
 from kolo.torch.mpi_ops import rank
 
@@ -122,8 +122,9 @@ class OptimizerStateHandler(StateHandler):
     def sync(self):
         if not _differ_from_rank_0([_digest(self.value.state_dict())], self._name('digest'))[0]:
             return
-        # broadcast_optimizer_state first gives an optimizer without state one
-        # step; when rank 0 has none, every rank takes rank 0's empty state instead.
+        # A rank without state (one that joined) receives rank 0's into tensors
+        # it allocates once, without the step broadcast_optimizer_state would
+        # give it first; when rank 0 has none, every rank takes rank 0's empty state.
         empty = len(self.value.state_dict()['state']) == 0 if rank() == 0 else None
         if broadcast_object(empty, root_rank=0, name=self._name('empty')):
             state = broadcast_object(self.value.state_dict() if rank() == 0 else None, root_rank=0,
@@ -131,7 +132,7 @@ class OptimizerStateHandler(StateHandler):
             if rank() != 0:
                 self.value.load_state_dict(state)
         else:
-            broadcast_optimizer_state(self.value, root_rank=0)
+            _broadcast_state_from(self.value, root_rank=0)
 
 
 class SchedulerStateHandler(StateHandler):
@@ -195,9 +196,8 @@ class TorchState(ObjectState):
     keyword arguments (more models and optimizers, schedulers, ElasticSamplers,
     plain values such as epoch and batch), each an attribute of the object.
 
-    sync() broadcasts rank 0's state: models last, so that the step
-    broadcast_optimizer_state gives an optimizer without state on another rank
-    cannot leave its parameters differing from rank 0's."""
+    sync() broadcasts rank 0's state, only the parts that differ on some rank:
+    models last, after whatever a custom handler's sync did to parameters."""
 
     def __init__(self, model=None, optimizer=None, **kwargs):
         kwargs.update(model=model, optimizer=optimizer)
