@@ -1,6 +1,7 @@
 // Process-level setup: who am I, how many are we.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,11 @@ void init(const std::vector<int>& ranks);
 void shutdown();
 
 bool is_initialized();
+
+// Counts the sessions this process has started: init() calls, an elastic reset's
+// included; 0 before the first. What ranks agreed on in one session (the
+// settings of a gradient compressor, say) must be agreed again once it changes.
+std::uint64_t session_number();
 
 int rank();
 int size();

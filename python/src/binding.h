@@ -49,4 +49,8 @@ void release_finished();
 
 void define_operations(py::module_& module);
 
+// ---- compressors.cc ----------------------------------------------------------------------
+
+void define_compressors(py::module_& module);
+
 }  // namespace kolo::python

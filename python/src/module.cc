@@ -157,4 +157,5 @@ PYBIND11_MODULE(_kolo, m) {
   m.def("set_package_dir", &set_package_dir);
   m.def("release_finished", &release_finished);
   define_operations(m);
+  define_compressors(m);
 }

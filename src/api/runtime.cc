@@ -87,6 +87,8 @@ void await_init(std::unique_lock<std::mutex>& lock) {
 // shared-memory names (every rank initializes the same number of times). Read and
 // written by the one init() running (g_initializing).
 int g_generation = 0;
+// Sessions started in this process (session_number()).
+std::atomic<std::uint64_t> g_sessions_started{0};
 
 // Everything init() does, outside g_mutex (only one init() runs at a time).
 std::unique_ptr<Session> start_session(const std::optional<std::vector<int>>& world_ranks, int blamed_rank) {
@@ -175,6 +177,7 @@ void init_session(const std::optional<std::vector<int>>& world_ranks, int blamed
   {
     std::lock_guard lock(g_mutex);
     g_session = std::move(session);
+    g_sessions_started.fetch_add(1, std::memory_order_relaxed);
     g_initializing = false;
     g_init_done.notify_all();
   }
@@ -185,6 +188,8 @@ void init_session(const std::optional<std::vector<int>>& world_ranks, int blamed
 }  // namespace
 
 void init() { init_session(std::nullopt); }
+
+std::uint64_t session_number() { return g_sessions_started.load(std::memory_order_relaxed); }
 
 namespace runtime {
 void init_after_failure(int blamed_rank) { init_session(std::nullopt, blamed_rank); }

@@ -8,6 +8,9 @@
 //     reach k (a missing gradient travels as zeros), then waits for all of them
 //     and writes the results into the gradients.
 //  3. step() steps the wrapped optimizer on the result.
+// With a compressor (compressor.h), a gradient it takes goes to it in step 1
+// instead of an allreduce, and synchronize() has it finish them all before
+// waiting for the allreduces of the rest.
 //
 // Where the job's transport is shared memory and gradients travel as they are,
 // the first synchronize() lays every dtype's gradients out end to end in one
@@ -110,6 +113,13 @@ void check_options(const DistributedOptimizerOptions& options) {
   if (factor != 1.0 && options.op != ReduceOp::Average) {
     throw InvalidArgumentError("DistributedOptimizer: gradient_predivide_factor applies to op average only");
   }
+  if (options.compressor && options.compression != Compression::None) {
+    throw InvalidArgumentError(std::string("DistributedOptimizer: a compressor and compression ") +
+                               to_string(options.compression) + " do not combine; choose one");
+  }
+  if (options.compressor && factor != 1.0) {
+    throw InvalidArgumentError("DistributedOptimizer: gradient_predivide_factor does not apply with a compressor");
+  }
 }
 
 // The dtype gradients travel in, or nullopt to send them as they are.
@@ -134,17 +144,18 @@ class DistributedOptimizer::State : public std::enable_shared_from_this<State> {
     if (!optimizer_) throw InvalidArgumentError("DistributedOptimizer: the wrapped optimizer is null");
     check_options(options_);
     collect_parameters(named_parameters);
+    if (options_.compressor) options_.compressor->bind({options_.op, global_process_set, options_.name_prefix});
     // Buckets pay off where the transport works in place of shareable memory;
     // compressed gradients travel in copies anyway.
-    buckets_wanted_ = options_.compression == Compression::None && kolo::is_initialized() && kolo::size() > 1 &&
-                      kolo::works_in_shared_buffers();
+    buckets_wanted_ = options_.compression == Compression::None && !options_.compressor && kolo::is_initialized() &&
+                      kolo::size() > 1 && kolo::works_in_shared_buffers();
   }
 
   ~State() {
     for (Slot& slot : slots_) {
       if (slot.accumulator) remove_hooks(slot);
       // Never free gradient memory under a running allreduce.
-      if (slot.in_flight) {
+      if (slot.in_flight && !slot.compressed) {
         try {
           slot.handle.wait();
         } catch (...) {
@@ -178,11 +189,26 @@ class DistributedOptimizer::State : public std::enable_shared_from_this<State> {
     std::lock_guard lock(mutex_);
     std::exception_ptr error;
     try {
+      if (!agreed()) {
+        check_settings_agree(*options_.compressor);
+        agreed_session_ = kolo::session_number();
+      }
       for (Slot& slot : slots_) {
-        if (!slot.in_flight) start_allreduce(slot);
+        if (!slot.in_flight) start(slot);
       }
     } catch (...) {
       error = std::current_exception();
+    }
+    if (options_.compressor) {
+      try {
+        if (error) {
+          options_.compressor->abandon();
+        } else {
+          options_.compressor->finish();
+        }
+      } catch (...) {
+        error = std::current_exception();
+      }
     }
     // Wait for everything that started, even after an error: the engine may be
     // writing into those gradients.
@@ -219,6 +245,7 @@ class DistributedOptimizer::State : public std::enable_shared_from_this<State> {
         }
       }
       reset_passes();
+      if (options_.compressor) options_.compressor->abandon();
       if (error) std::rethrow_exception(error);
     }
     optimizer_->zero_grad();
@@ -244,6 +271,7 @@ class DistributedOptimizer::State : public std::enable_shared_from_this<State> {
     std::uintptr_t post_hook_key = 0;
     int passes_left = 1;
     bool in_flight = false;
+    bool compressed = false;  // in flight in the compressor, which writes the result
     bool recorded = false;  // in start_order_
     Handle handle;
     at::Tensor grad;  // the gradient being reduced
@@ -306,10 +334,14 @@ class DistributedOptimizer::State : public std::enable_shared_from_this<State> {
     std::lock_guard lock(mutex_);
     synchronized_ = false;
     Slot& slot = slots_[index];
-    if (--slot.passes_left == 0) start_allreduce(slot);
+    // Until the ranks agreed on the compressor, synchronize() starts everything.
+    if (--slot.passes_left == 0 && agreed()) start(slot);
   }
 
-  void start_allreduce(Slot& slot) {
+  // Whether this session's ranks agreed on the compressor's settings (or there is none).
+  bool agreed() const { return !options_.compressor || agreed_session_ == kolo::session_number(); }
+
+  void start(Slot& slot) {
     at::Tensor grad = slot.param.grad();
     if (!grad.defined()) {
       // No gradient on this rank: its share is zero, and the name still goes out so
@@ -321,6 +353,16 @@ class DistributedOptimizer::State : public std::enable_shared_from_this<State> {
       throw InvalidArgumentError("DistributedOptimizer: parameter '" + slot.name +
                                  "' has a sparse gradient; kolo reduces dense gradients only");
     }
+    if (options_.compressor && options_.compressor->takes(grad)) {
+      options_.compressor->add(slot.name, grad);
+      slot.compressed = true;
+      slot.in_flight = true;
+      return;
+    }
+    start_allreduce(slot, grad);
+  }
+
+  void start_allreduce(Slot& slot, at::Tensor grad) {
     if (buckets_wanted_) grad = into_place(slot, grad);
     at::Tensor wire;
     if (auto dtype = wire_dtype(options_.compression, grad.scalar_type())) {
@@ -347,11 +389,13 @@ class DistributedOptimizer::State : public std::enable_shared_from_this<State> {
       Slot& slot;
       ~Clear() {
         slot.in_flight = false;
+        slot.compressed = false;
         slot.handle = Handle();
         slot.grad = at::Tensor();
         slot.wire = at::Tensor();
       }
     } clear{slot};
+    if (slot.compressed) return;  // the compressor's finish() wrote the result
     slot.handle.wait();
     if (write_result && !slot.wire.is_same(slot.grad)) slot.grad.detach().copy_(slot.wire);
   }
@@ -420,6 +464,7 @@ class DistributedOptimizer::State : public std::enable_shared_from_this<State> {
   bool buckets_wanted_ = false;
   bool laid_out_ = false;
   std::vector<std::size_t> start_order_;  // slots in the order their first allreduces started
+  std::uint64_t agreed_session_ = 0;       // the session whose ranks agreed on the compressor
 };
 
 namespace {

@@ -17,7 +17,7 @@ from kolo.torch.basics import (init, shutdown, is_initialized, size, rank, local
                                cross_size, cross_rank, is_homogeneous, start_timeline, stop_timeline,
                                mpi_built, mpi_enabled, mpi_threads_supported, gloo_built, gloo_enabled,
                                nccl_built, ddl_built, ccl_built, cuda_built, rocm_built)
-from kolo.torch.compression import Compression  # noqa: E402
+from kolo.torch.compression import Compression, PowerSGD  # noqa: E402
 from kolo.torch.process_sets import (ProcessSet, global_process_set, add_process_set,  # noqa: E402
                                      remove_process_set)
 from kolo.torch.mpi_ops import (Average, Sum, Adasum, Min, Max, Product,  # noqa: E402

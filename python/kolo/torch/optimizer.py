@@ -7,11 +7,14 @@ import warnings
 import torch
 
 from kolo.torch import _kolo
-from kolo.torch.compression import Compression
+from kolo.torch.compression import Compression, PowerSGD
 from kolo.torch.gradient_buckets import GradientBuckets
 from kolo.torch.mpi_ops import (Average, Adasum, Max, Min, Product, Sum, InvalidArgumentError, allreduce_async_,
                                 grouped_allreduce_async_, sparse_allreduce_async, synchronize)
 from kolo.torch.process_sets import global_process_set, _set_id
+
+# The handle of a gradient the compressor took: its finish() writes the result.
+_COMPRESSED = object()
 
 
 class _DistributedOptimizer(torch.optim.Optimizer):
@@ -28,13 +31,18 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             raise ValueError(f'DistributedOptimizer: unknown op {op!r}')
         if gradient_predivide_factor != 1.0 and op != Average:
             raise ValueError('gradient_predivide_factor not supported with op != Average')
+        # A compressor with memory (PowerSGD) takes some gradients; the rest travel as they are.
+        self._compressor = compression if isinstance(compression, PowerSGD) else None
+        if self._compressor is not None:
+            compression = Compression.none
         self._compression = compression
         self._op = op
         self._gradient_predivide_factor = gradient_predivide_factor
         self._sparse_as_dense = sparse_as_dense
         self._process_set = process_set
         # Horovod's public names for them.
-        self.compression, self.op, self.gradient_predivide_factor = compression, op, gradient_predivide_factor
+        self.compression = self._compressor or compression
+        self.op, self.gradient_predivide_factor = op, gradient_predivide_factor
         self.sparse_as_dense, self.process_set = sparse_as_dense, process_set
 
         all_params = [p for group in self.param_groups for p in group['params']]
@@ -60,6 +68,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if groups is not None and not (isinstance(groups, int) or isinstance(groups, list)):
             raise ValueError('groups should be an int or a list of lists of parameters')
         self._group_members = self._make_groups(groups, all_params)
+        self._agreed_session = None
+        if self._compressor is not None:
+            self._bind_compressor(process_set, names)
         self._groups = {p: index for index, members in enumerate(self._group_members) for p in members}
         self.backward_passes_per_step = backward_passes_per_step
         self._allreduce_delay = {p: backward_passes_per_step for p in all_params}
@@ -73,10 +84,29 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         # Gradients in shareable buckets pay off where the transport works in place
         # of them (shared memory) and only when they travel as they are.
         self._buckets = None
-        if process_set.size() > 1 and compression is Compression.none and _kolo.works_in_shared_buffers():
+        if (process_set.size() > 1 and compression is Compression.none and self._compressor is None
+                and _kolo.works_in_shared_buffers()):
             self._buckets = GradientBuckets()
         if process_set.size() > 1 and process_set.included():
             self._register_hooks()
+
+    def _bind_compressor(self, process_set, names):
+        if self._op not in (Average, Sum):
+            raise ValueError('DistributedOptimizer: compression=PowerSGD reduces with op=Average or op=Sum')
+        if self._gradient_predivide_factor != 1.0:
+            raise ValueError('DistributedOptimizer: gradient_predivide_factor does not apply with compression=PowerSGD')
+        if self._group_members:
+            raise ValueError('DistributedOptimizer: groups do not combine with compression=PowerSGD, which sends '
+                             'the factors of all its gradients in one allreduce')
+        # Named after the optimizer's first parameter: two optimizers' factors never meet.
+        prefix = 'kolo.grad.' + (min(names) if names else 'noname')
+        self._compressor._impl.bind(average=self._op == Average, process_set=process_set.process_set_id,
+                                    name_prefix=prefix)
+
+    def _agreed(self):
+        """Whether this session's ranks agreed on the compressor (or there is none):
+        until then synchronize() starts every gradient, after checking."""
+        return self._compressor is None or self._agreed_session == _kolo.session_number()
 
     # ---- groups ---------------------------------------------------------------------
 
@@ -132,6 +162,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             # A dense copy travels; the result goes back into the sparse gradient
             # (_write_gradient), which stays sparse for optimizers such as SparseAdam.
             tensor = tensor.to_dense()
+        elif self._compressor is not None and self._compressor._impl.takes(tensor):
+            self._compressor._impl.add(name, tensor)
+            return _COMPRESSED, None
         elif self._buckets is not None:
             self._buckets.place(p)
             tensor = p.grad
@@ -180,7 +213,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 return
             index = self._groups.get(p)
             if index is None:
-                self._handles[p] = self._allreduce_grad_async(p)
+                # Before the ranks agreed on a compressor, synchronize() starts it.
+                self._handles[p] = self._allreduce_grad_async(p) if self._agreed() else (None, None)
                 return
             self._handles[p] = (None, None)
             self._group_ready[index] = self._group_ready.get(index, 0) + 1
@@ -201,6 +235,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 # here, a head frozen on this rank) is zero, and its allreduce runs,
                 # since other ranks may have computed it and wait for this one.
                 p.grad = torch.zeros_like(p, memory_format=torch.contiguous_format)
+        if not self._agreed():
+            self._compressor._impl.check_settings_agree()
+            self._agreed_session = _kolo.session_number()
         for p in self._requires_update:
             index = self._groups.get(p)
             if index is not None:
@@ -210,9 +247,18 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 continue
             if self._handles.get(p, (None,))[0] is None:
                 self._handles[p] = self._allreduce_grad_async(p)
+        if self._compressor is not None:
+            try:
+                self._compressor._impl.finish()
+            except BaseException:
+                self._abandon_step()
+                raise
 
         for p, (handle, ctx) in list(self._handles.items()):
             if handle is None:
+                continue
+            if handle is _COMPRESSED:
+                self._allreduce_delay[p] = self.backward_passes_per_step
                 continue
             output = synchronize(handle)
             if ctx == 'sparse':
@@ -264,15 +310,21 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._synchronized = False
         return super(self.__class__, self).step(closure)
 
-    def load_state_dict(self, *args, **kwargs):
-        # As Horovod: a loaded state starts a fresh step (no allreduce in flight,
-        # every parameter's count of backward passes full).
+    def _abandon_step(self):
+        """Forgets the step in progress: no allreduce waited for (those in flight keep
+        their tensors alive by themselves), every count of backward passes full."""
         self._handles.clear()
         self._group_handles.clear()
         self._group_ready.clear()
         self._synchronized = False
         for p in self._allreduce_delay:
             self._allreduce_delay[p] = self.backward_passes_per_step
+        if self._compressor is not None:
+            self._compressor._impl.abandon()
+
+    def load_state_dict(self, *args, **kwargs):
+        # As Horovod: a loaded state starts a fresh step.
+        self._abandon_step()
         return super(self.__class__, self).load_state_dict(*args, **kwargs)
 
     def zero_grad(self, *args, **kwargs):

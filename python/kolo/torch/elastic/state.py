@@ -117,9 +117,25 @@ class ModelStateHandler(StateHandler):
 
 
 class OptimizerStateHandler(StateHandler):
+    """An optimizer's state_dict(), and the memory of a DistributedOptimizer's
+    compressor (PowerSGD's error feedback and factors) when it has one."""
+
     kind = torch.optim.Optimizer
 
+    def _keep(self):
+        super()._keep()
+        compressor = getattr(self.value, '_compressor', None)
+        if compressor is not None:
+            self._saved_memory = _copy_into(getattr(self, '_saved_memory', None), compressor.memory())
+
+    def restore(self):
+        super().restore()
+        compressor = getattr(self.value, '_compressor', None)
+        if compressor is not None:
+            compressor.load_memory(self._saved_memory)
+
     def sync(self):
+        self._sync_compressor()
         if not _differ_from_rank_0([_digest(self.value.state_dict())], self._name('digest'))[0]:
             return
         # A rank without state (one that joined) receives rank 0's into tensors
@@ -133,6 +149,19 @@ class OptimizerStateHandler(StateHandler):
                 self.value.load_state_dict(state)
         else:
             _broadcast_state_from(self.value, root_rank=0)
+
+    def _sync_compressor(self):
+        """Rank 0's step count and factors; each rank keeps its own error feedback
+        (a joiner starts without). The step count decides which gradients are
+        compressed, so it must agree."""
+        compressor = getattr(self.value, '_compressor', None)
+        if compressor is None:
+            return
+        memory = compressor.memory()
+        shared = {k: v for k, v in memory.items() if not k.startswith('local.')}
+        shared = broadcast_object(shared if rank() == 0 else None, root_rank=0, name=self._name('compressor'))
+        if rank() != 0:
+            compressor.load_memory({**{k: v for k, v in memory.items() if k.startswith('local.')}, **shared})
 
 
 class SchedulerStateHandler(StateHandler):

@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "kolo/torch/compressor.h"
 #include "kolo/types.h"
 
 namespace torch::optim {
@@ -50,6 +51,13 @@ struct DistributedOptimizerOptions {
   double gradient_predivide_factor = 1.0;
   // Two optimizers in one job need different prefixes.
   std::string name_prefix = "kolo.grad";
+  // Reduces the gradients it takes in a form of its own (PowerSGD, powersgd.h);
+  // the others are allreduced as `compression` says, which must then be None.
+  // One compressor per optimizer. Every rank's must have the same settings: the
+  // first synchronize() of each session checks, and throws InvalidArgumentError
+  // on every rank when they differ (that step's gradients start there, not
+  // during backward).
+  std::shared_ptr<GradientCompressor> compressor;
 };
 
 using NamedParameters = std::vector<std::pair<std::string, at::Tensor>>;
