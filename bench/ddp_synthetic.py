@@ -116,6 +116,13 @@ def worker(rank, args, rendezvous):
 
     torch.manual_seed(42)
     model = nn.parallel.DistributedDataParallel(make_model(args.model, args.num_classes))
+    if args.powersgd_rank:
+        # DDP's PowerSGD communication hook; it needs a start past step 1 with
+        # error feedback or warm start, and the warmup batches cover it.
+        from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook
+        state = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=args.powersgd_rank,
+                                            start_powerSGD_iter=2, use_error_feedback=True, warm_start=True)
+        model.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01 * size)
     data = torch.randn(args.batch_size, 3, args.image_size, args.image_size)
     target = torch.randint(args.num_classes, (args.batch_size,))
@@ -136,6 +143,7 @@ def worker(rank, args, rendezvous):
     log("Batch size: %d" % args.batch_size)
     log("Image size: %d" % args.image_size)
     log("Number of workers: %d (%d thread(s) each)" % (size, args.threads))
+    log("Compression: %s" % ("powersgd rank %d" % args.powersgd_rank if args.powersgd_rank else "none"))
     log("Running warmup...")
     timed(args.num_warmup_batches)
     log("Running benchmark...")
@@ -162,6 +170,8 @@ def main():
     parser.add_argument("--num-iters", type=int, default=10)
     parser.add_argument("--num-batches-per-iter", type=int, default=10)
     parser.add_argument("--threads", type=int, default=0, help="intra-op threads per worker (0: cores / workers)")
+    parser.add_argument("--powersgd-rank", type=int, default=0,
+                        help="DDP's PowerSGD hook with this rank, error feedback and warm start (0: off)")
     parser.add_argument("--rank", type=int, default=-1,
                         help="run only this worker, of --num-proc, in this process (one per host); -1: start them all here")
     parser.add_argument("--master-addr", default="127.0.0.1", help="rank 0's address (127.0.0.1)")
@@ -169,6 +179,8 @@ def main():
     args = parser.parse_args()
     if args.num_proc < 1:
         parser.error("--num-proc must be at least 1")
+    if args.powersgd_rank < 0:
+        parser.error("--powersgd-rank must be 0 (off) or more")
     if args.rank >= args.num_proc:
         parser.error("--rank must be below --num-proc")
     if args.rank >= 0 and not 0 < args.master_port < 65536:

@@ -27,6 +27,8 @@ struct Flags {
   int batch_size = 64;
   double lr = 0.001;  // per worker: the job uses lr x workers
   std::string compression = "none";
+  int powersgd_rank = 0;  // 0: gradients allreduced whole
+  std::int64_t powersgd_start_step = 0;
   std::uint64_t seed = 42;
   int threads = 0;  // 0: the host's cores shared among the local ranks
   int log_interval = 50;
@@ -162,14 +164,20 @@ void train(const Flags& flags) {
   auto adam = std::make_shared<torch::optim::Adam>(model->parameters(), torch::optim::AdamOptions(lr));
   kolo::torch::DistributedOptimizerOptions options;
   options.compression = kolo::torch::parse_compression(flags.compression);
+  if (flags.powersgd_rank > 0) {
+    options.compressor = std::make_shared<kolo::torch::PowerSGD>(
+        kolo::torch::PowerSGDOptions{.rank = flags.powersgd_rank, .start_step = flags.powersgd_start_step});
+  }
   kolo::torch::DistributedOptimizer optimizer(adam, model->named_parameters(), options);
   kolo::torch::broadcast_optimizer_state(optimizer, 0);
 
   if (kolo::rank() == 0) {
+    const std::string compression =
+        flags.powersgd_rank > 0 ? "powersgd rank " + std::to_string(flags.powersgd_rank) : flags.compression;
     std::printf("fashion_mnist: %d worker(s), %lld training samples, batch %d per worker, lr %g (%g x %d), "
                 "compression %s, %d thread(s) per worker\n",
                 kolo::size(), static_cast<long long>(train.size()), flags.batch_size, lr, flags.lr, kolo::size(),
-                flags.compression.c_str(), threads);
+                compression.c_str(), threads);
     std::fflush(stdout);
   }
 
@@ -207,6 +215,14 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--compression", flags.compression, "Gradient compression")
       ->check(CLI::IsMember({"none", "fp16", "bf16"}))
+      ->capture_default_str();
+  app.add_option("--powersgd-rank", flags.powersgd_rank,
+                 "PowerSGD: low-rank gradients of this rank with error feedback (0: off)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--powersgd-start-step", flags.powersgd_start_step,
+                 "PowerSGD: steps with whole gradients before compression starts")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--seed", flags.seed, "Seed of the initial weights and the shuffling")->capture_default_str();
   app.add_option("--threads", flags.threads, "Intra-op threads per worker (0: cores / local workers)")

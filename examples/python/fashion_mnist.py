@@ -115,6 +115,8 @@ def main():
     parser.add_argument('--batch-size', type=int, default=64)
     parser.add_argument('--lr', type=float, default=0.001, help='per worker: the job uses lr x workers')
     parser.add_argument('--fp16-allreduce', action='store_true')
+    parser.add_argument('--powersgd-rank', type=int, default=0,
+                        help='PowerSGD: low-rank gradients of this rank with error feedback (0: off)')
     parser.add_argument('--seed', type=int, default=42)
     parser.add_argument('--log-interval', type=int, default=50)
     parser.add_argument('--limit', type=int, default=0, help='train on the first LIMIT samples only (0: all)')
@@ -133,6 +135,10 @@ def main():
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
     hvd.broadcast_optimizer_state(optimizer, root_rank=0)
     compression = hvd.Compression.fp16 if args.fp16_allreduce else hvd.Compression.none
+    compression_name = 'fp16' if args.fp16_allreduce else 'none'
+    if args.powersgd_rank:
+        compression = hvd.PowerSGD(rank=args.powersgd_rank)
+        compression_name = f'powersgd rank {args.powersgd_rank}'
     optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters(),
                                          compression=compression)
 
@@ -142,7 +148,7 @@ def main():
     loader = torch.utils.data.DataLoader(dataset, batch_size=args.batch_size, sampler=sampler)
     if hvd.rank() == 0:
         print(f'fashion_mnist.py: {hvd.size()} worker(s), {len(dataset)} training samples, batch {args.batch_size} '
-              f'per worker, lr {args.lr * hvd.size():g}', flush=True)
+              f'per worker, lr {args.lr * hvd.size():g}, compression {compression_name}', flush=True)
 
     speedometer = Speedometer(args.log_interval)
     for epoch in range(args.epochs):

@@ -21,6 +21,8 @@ import kolo.torch as hvd
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--fp16-allreduce', action='store_true', default=False)
+    parser.add_argument('--powersgd-rank', type=int, default=0,
+                        help='PowerSGD: low-rank gradients of this rank with error feedback (0: off)')
     parser.add_argument('--model', type=str, default='resnet50', help='a torchvision model')
     parser.add_argument('--batch-size', type=int, default=32)
     parser.add_argument('--image-size', type=int, default=224)
@@ -43,6 +45,8 @@ def main():
     lr_scaler = 1 if args.use_adasum else hvd.size()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01 * lr_scaler)
     compression = hvd.Compression.fp16 if args.fp16_allreduce else hvd.Compression.none
+    if args.powersgd_rank:
+        compression = hvd.PowerSGD(rank=args.powersgd_rank)
     optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters(),
                                          compression=compression,
                                          op=hvd.Adasum if args.use_adasum else hvd.Average)

@@ -32,6 +32,7 @@ struct Flags {
   int num_iters = 10;
   int num_batches_per_iter = 10;
   std::string compression = "none";
+  int powersgd_rank = 0;  // 0: gradients allreduced whole
   int threads = 0;  // 0: the host's cores shared among the local ranks
   // No gradient allreduce: the workers only meet once a step (an 8-byte
   // allreduce), so each step lasts as long as the slower worker's. What
@@ -68,6 +69,10 @@ class Benchmark {
     if (flags.lockstep_only) return;
     kolo::torch::DistributedOptimizerOptions options;
     options.compression = kolo::torch::parse_compression(flags.compression);
+    if (flags.powersgd_rank > 0) {
+      options.compressor =
+          std::make_shared<kolo::torch::PowerSGD>(kolo::torch::PowerSGDOptions{.rank = flags.powersgd_rank});
+    }
     optimizer_.emplace(sgd_, model_->named_parameters(), options);
   }
 
@@ -115,7 +120,8 @@ void run(const Flags& flags) {
   log("Batch size: " + std::to_string(flags.batch_size));
   log("Image size: " + std::to_string(flags.image_size));
   log("Number of workers: " + std::to_string(kolo::size()) + " (" + std::to_string(threads) + " thread(s) each)");
-  log("Compression: " + flags.compression);
+  log("Compression: " + (flags.powersgd_rank > 0 ? "powersgd rank " + std::to_string(flags.powersgd_rank)
+                                                  : flags.compression));
   if (flags.lockstep_only) log("Gradients: not allreduced (--lockstep-only: one 8-byte allreduce a step)");
 
   log("Running warmup...");
@@ -166,6 +172,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--compression", flags.compression, "Gradient compression")
       ->check(CLI::IsMember({"none", "fp16", "bf16"}))
+      ->capture_default_str();
+  app.add_option("--powersgd-rank", flags.powersgd_rank,
+                 "PowerSGD: low-rank gradients of this rank with error feedback (0: off)")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--threads", flags.threads, "Intra-op threads per worker (0: cores / local workers)")
       ->check(CLI::NonNegativeNumber)

@@ -1,19 +1,17 @@
 // PowerSGD (see powersgd.h): factors computed as gradients arrive, two fused
-// allreduces per step, error feedback.
+// allreduces per step, error feedback. The passes over each matrix are
+// low_rank.h's loops; the factors of all matrices travel end to end in one
+// buffer per dtype.
 #include "kolo/torch/powersgd.h"
 
 #include <ATen/CPUGeneratorImpl.h>
-#include <ATen/ops/bmm.h>
-#include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/mm.h>
+#include <ATen/ops/empty_like.h>
 #include <ATen/ops/randn.h>
 #include <ATen/ops/scalar_tensor.h>
-#include <ATen/ops/stack.h>
-#include <ATen/ops/sub.h>
+#include <ATen/ops/zeros.h>
 
 #include <algorithm>
-#include <limits>
 #include <map>
 #include <set>
 #include <tuple>
@@ -21,6 +19,7 @@
 
 #include "kolo/error.h"
 #include "kolo/torch/collectives.h"
+#include "low_rank.h"
 
 namespace kolo::torch {
 
@@ -47,37 +46,43 @@ std::pair<std::int64_t, std::int64_t> matrix_shape(const at::Tensor& grad) {
 
 bool starts_with(const std::string& text, const char* prefix) { return text.rfind(prefix, 0) == 0; }
 
-// Orthonormal columns, in place, for a batch of matrices of one shape (B x n x
-// r): Gram-Schmidt, column by column over the whole batch at once. A column
-// with nothing left (a zero gradient) stays zero.
-void orthogonalize(const at::Tensor& batch) {
-  const std::int64_t columns = batch.size(2);
-  const double tiny = batch.scalar_type() == at::kDouble ? std::numeric_limits<double>::min()
-                                                         : static_cast<double>(std::numeric_limits<float>::min());
-  for (std::int64_t i = 0; i < columns; ++i) {
-    at::Tensor column = batch.narrow(2, i, 1);  // B x n x 1
-    column.div_(column.norm(2, {1}, /*keepdim=*/true).clamp_min_(tiny));
-    if (i + 1 == columns) break;
-    at::Tensor rest = batch.narrow(2, i + 1, columns - i - 1);  // B x n x k
-    rest.sub_(at::bmm(column, at::bmm(column.transpose(1, 2), rest)));
+// Calls f with a zero of the tensor's element type (float or double).
+template <typename F>
+void with_element_type(const at::Tensor& tensor, F&& f) {
+  if (tensor.scalar_type() == at::kDouble) {
+    f(double{});
+  } else {
+    f(float{});
   }
 }
 
 }  // namespace
+
+// What one gradient's compression keeps between steps.
+struct MatrixMemory {
+  at::Tensor qt;  // warm start: the last reduced Qt (rank x cols)
+  // Error feedback: the last M (rows x cols) and its approximation's factors;
+  // the error is M - last_p last_qt, or M itself without them.
+  at::Tensor m;
+  at::Tensor last_p;
+  at::Tensor last_qt;
+};
 
 // One compressed gradient of this step.
 struct PendingMatrix {
   std::string name;
   at::Tensor grad;  // the caller's gradient
   at::Tensor work;  // grad, or its contiguous copy
-  at::Tensor m;     // work as rows x cols
-  at::Tensor p;     // rows x r
+  at::Tensor m;     // what is compressed: the memory's M, or work itself
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;
   std::int64_t rank = 0;
+  at::Tensor p;   // rows x rank: M Qt^T, then its reduced, orthonormal version
+  at::Tensor qt;  // rank x cols: P^T M, then its reduced version
 };
 
 struct PowerSGD::Impl {
-  std::map<std::string, at::Tensor> q;      // warm-start factors, by gradient name
-  std::map<std::string, at::Tensor> error;  // error feedback, by gradient name
+  std::map<std::string, MatrixMemory> matrices;  // by gradient name
   std::vector<PendingMatrix> pending;
   std::set<std::string> pending_names;
   std::int64_t steps = 0;
@@ -126,28 +131,42 @@ void PowerSGD::add(const std::string& name, const at::Tensor& grad) {
   entry.name = name;
   entry.grad = grad;
   entry.work = grad.is_contiguous() ? grad.detach() : grad.detach().contiguous();
-  const auto [rows, cols] = matrix_shape(grad);
-  entry.m = entry.work.view({rows, cols});
-  entry.rank = std::min<std::int64_t>({options_.rank, rows, cols});
+  std::tie(entry.rows, entry.cols) = matrix_shape(grad);
+  entry.rank = std::min<std::int64_t>({options_.rank, entry.rows, entry.cols});
+  const auto options = at::TensorOptions().dtype(grad.scalar_type());
 
-  if (options_.error_feedback) {
-    auto found = impl_->error.find(name);
-    if (found != impl_->error.end() && found->second.sizes() == entry.m.sizes() &&
-        found->second.scalar_type() == entry.m.scalar_type()) {
-      entry.m.add_(found->second);
-    }
-  }
-  at::Tensor& q = impl_->q[name];
-  const bool fits = q.defined() && q.size(0) == cols && q.size(1) == entry.rank && q.scalar_type() == grad.scalar_type();
+  MatrixMemory& memory = impl_->matrices[name];
+  at::Tensor& qt = memory.qt;
+  const bool fits = qt.defined() && qt.size(0) == entry.rank && qt.size(1) == entry.cols &&
+                    qt.scalar_type() == grad.scalar_type();
   if (!options_.warm_start || !fits) {
     // The same draw on every rank: the seed, the gradient's name, and (without
     // warm start) the step.
     const std::uint64_t draw = options_.warm_start ? 0 : static_cast<std::uint64_t>(impl_->steps);
     at::Generator generator =
         at::make_generator<at::CPUGeneratorImpl>(options_.seed ^ fnv1a(name) ^ (draw * 0x9e3779b97f4a7c15ull));
-    q = at::randn({cols, entry.rank}, generator, at::TensorOptions().dtype(grad.scalar_type()));
+    qt = at::randn({entry.rank, entry.cols}, generator, options);
   }
-  entry.p = at::mm(entry.m, q);
+  entry.m = entry.work;
+  bool folds_last = false;
+  if (options_.error_feedback) {
+    if (!memory.m.defined() || memory.m.numel() != entry.work.numel() ||
+        memory.m.scalar_type() != grad.scalar_type()) {
+      memory.m = at::zeros({entry.rows, entry.cols}, options);
+      memory.last_p = memory.last_qt = at::Tensor();
+    }
+    entry.m = memory.m;
+    folds_last = memory.last_p.defined() && memory.last_p.size(0) == entry.rows &&
+                 memory.last_qt.size(1) == entry.cols;
+  }
+  entry.p = at::empty({entry.rows, entry.rank}, options);
+  with_element_type(grad, [&](auto zero) {
+    using T = decltype(zero);
+    detail::Approximation<T> last;
+    if (folds_last) last = {memory.last_p.data_ptr<T>(), memory.last_qt.data_ptr<T>(), memory.last_p.size(1)};
+    detail::fold_and_project<T>(entry.work.data_ptr<T>(), entry.m.data_ptr<T>(), last, qt.data_ptr<T>(),
+                                entry.p.data_ptr<T>(), entry.rows, entry.cols, entry.rank);
+  });
   impl_->pending.push_back(std::move(entry));
 }
 
@@ -167,7 +186,7 @@ void PowerSGD::finish() {
 
   // The factors of each dtype travel end to end in one buffer.
   std::map<c10::ScalarType, std::vector<PendingMatrix*>> by_dtype;
-  for (PendingMatrix& entry : pending) by_dtype[entry.m.scalar_type()].push_back(&entry);
+  for (PendingMatrix& entry : pending) by_dtype[entry.work.scalar_type()].push_back(&entry);
   auto reduce = [&](const char* what, ReduceOp op, auto size_of, auto fill) {
     std::vector<std::pair<at::Tensor, TensorHandle>> flights;
     for (auto& [dtype, entries] : by_dtype) {
@@ -188,57 +207,43 @@ void PowerSGD::finish() {
     for (auto& flight : flights) flight.second.wait();
   };
 
-  // P = M Q, summed; it is made orthonormal after, so its scale does not matter.
+  // P = M Qt^T, summed; it is made orthonormal after, so its scale does not matter.
   reduce("P", ReduceOp::Sum, [](const PendingMatrix& e) { return e.p.numel(); },
          [](PendingMatrix& e, const at::Tensor& place) {
            place.copy_(e.p.view({-1}));
            e.p = place.view(e.p.sizes());
          });
 
-  // Orthonormal P, each shape's matrices as one batch.
-  std::map<std::tuple<std::int64_t, std::int64_t, c10::ScalarType>, std::vector<PendingMatrix*>> by_shape;
-  for (PendingMatrix& entry : pending) {
-    by_shape[{entry.p.size(0), entry.p.size(1), entry.p.scalar_type()}].push_back(&entry);
-  }
-  for (auto& [shape, entries] : by_shape) {
-    if (entries.size() == 1) {
-      orthogonalize(entries.front()->p.unsqueeze(0));
-      continue;
-    }
-    std::vector<at::Tensor> ps;
-    for (PendingMatrix* entry : entries) ps.push_back(entry->p);
-    at::Tensor batch = at::stack(ps);
-    orthogonalize(batch);
-    for (std::size_t i = 0; i < entries.size(); ++i) entries[i]->p.copy_(batch[static_cast<std::int64_t>(i)]);
-  }
-
-  // Q = M^T P, averaged (or summed).
-  std::vector<at::Tensor> qs(pending.size());
-  reduce("Q", bound.op, [](const PendingMatrix& e) { return e.m.size(1) * e.rank; },
-         [&](PendingMatrix& e, const at::Tensor& place) {
-           at::Tensor q = place.view({e.m.size(1), e.rank});
-           at::mm_out(q, e.m.t(), e.p);
-           qs[&e - pending.data()] = q;
+  // Orthonormal P, then Qt = P^T M, averaged (or summed).
+  reduce("Q", bound.op, [](const PendingMatrix& e) { return e.rank * e.cols; },
+         [](PendingMatrix& e, const at::Tensor& place) {
+           e.qt = place.view({e.rank, e.cols});
+           with_element_type(e.work, [&](auto zero) {
+             using T = decltype(zero);
+             detail::orthonormalize_columns<T>(e.p.data_ptr<T>(), e.rows, e.rank);
+             detail::project_back<T>(e.m.data_ptr<T>(), e.p.data_ptr<T>(), e.qt.data_ptr<T>(), e.rows, e.cols,
+                                     e.rank);
+           });
          });
 
+  // The gradient becomes P Qt; what that misses is the next step's error.
   std::int64_t sent = 0;
   std::int64_t compressed = 0;
-  for (std::size_t i = 0; i < pending.size(); ++i) {
-    PendingMatrix& entry = pending[i];
-    const at::Tensor approximation = at::mm(entry.p, qs[i].t());
-    if (options_.error_feedback) {
-      at::Tensor& error = impl_->error[entry.name];
-      if (error.defined() && error.sizes() == entry.m.sizes() && error.scalar_type() == entry.m.scalar_type()) {
-        at::sub_out(error, entry.m, approximation);
-      } else {
-        error = at::sub(entry.m, approximation);
-      }
-    }
-    entry.m.copy_(approximation);
+  for (PendingMatrix& entry : pending) {
+    with_element_type(entry.work, [&](auto zero) {
+      using T = decltype(zero);
+      detail::reconstruct<T>(entry.work.data_ptr<T>(), entry.p.data_ptr<T>(), entry.qt.data_ptr<T>(), entry.rows,
+                             entry.cols, entry.rank);
+    });
     if (!entry.work.is_same(entry.grad)) entry.grad.detach().copy_(entry.work);
-    if (options_.warm_start) impl_->q[entry.name] = qs[i].clone();
-    sent += entry.p.numel() + qs[i].numel();
-    compressed += entry.m.numel();
+    MatrixMemory& memory = impl_->matrices[entry.name];
+    if (options_.error_feedback) {
+      memory.last_p = entry.p.clone();
+      memory.last_qt = entry.qt.clone();
+    }
+    if (options_.warm_start) memory.qt.copy_(entry.qt);
+    sent += entry.p.numel() + entry.qt.numel();
+    compressed += entry.work.numel();
   }
   impl_->last_sent = sent;
   impl_->last_compressed = compressed;
@@ -257,8 +262,23 @@ std::int64_t PowerSGD::last_compressed_elements() const { return impl_->last_com
 TensorMemory PowerSGD::memory() const {
   TensorMemory memory;
   memory.emplace_back(kSteps, at::scalar_tensor(impl_->steps, at::TensorOptions().dtype(at::kLong)));
-  for (const auto& [name, q] : impl_->q) memory.emplace_back(kQ + name, q);
-  for (const auto& [name, error] : impl_->error) memory.emplace_back(kError + name, error);
+  for (const auto& [name, matrix] : impl_->matrices) {
+    if (matrix.qt.defined() && options_.warm_start) memory.emplace_back(kQ + name, matrix.qt);
+  }
+  for (const auto& [name, matrix] : impl_->matrices) {
+    if (!matrix.m.defined()) continue;
+    if (!matrix.last_p.defined()) {
+      memory.emplace_back(kError + name, matrix.m);
+      continue;
+    }
+    at::Tensor error = at::empty_like(matrix.m);
+    with_element_type(error, [&](auto zero) {
+      using T = decltype(zero);
+      detail::residual<T>(matrix.m.data_ptr<T>(), matrix.last_p.data_ptr<T>(), matrix.last_qt.data_ptr<T>(),
+                          error.data_ptr<T>(), matrix.m.size(0), matrix.m.size(1), matrix.last_p.size(1));
+    });
+    memory.emplace_back(kError + name, error);
+  }
   return memory;
 }
 
@@ -268,16 +288,17 @@ void PowerSGD::load_memory(const TensorMemory& memory) {
     if (name == kSteps) {
       loaded.steps = tensor.item<std::int64_t>();
     } else if (starts_with(name, kQ)) {
-      loaded.q[name.substr(std::string(kQ).size())] = tensor.clone();
+      loaded.matrices[name.substr(std::string(kQ).size())].qt = tensor.clone();
     } else if (starts_with(name, kError)) {
-      loaded.error[name.substr(std::string(kError).size())] = tensor.clone();
+      const at::Tensor error = tensor.contiguous();
+      loaded.matrices[name.substr(std::string(kError).size())].m =
+          error.dim() == 2 ? error.clone() : error.reshape({error.size(0), -1}).clone();
     } else {
       throw InvalidArgumentError("PowerSGD: unknown memory entry '" + name + "'");
     }
   }
   abandon();
-  impl_->q = std::move(loaded.q);
-  impl_->error = std::move(loaded.error);
+  impl_->matrices = std::move(loaded.matrices);
   impl_->steps = loaded.steps;
 }
 

@@ -19,4 +19,5 @@
 #include "kolo/torch/elastic.h"
 #include "kolo/torch/metrics.h"
 #include "kolo/torch/optimizer.h"
+#include "kolo/torch/powersgd.h"
 #include "kolo/torch/sampler.h"

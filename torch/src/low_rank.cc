@@ -1,0 +1,223 @@
+// PowerSGD's passes over a gradient matrix (low_rank.h). Dot products keep
+// eight partial sums, one per lane, added in a fixed order at the end: the
+// compiler vectorizes them without reordering floating-point additions, so the
+// result does not depend on how it vectorized.
+#include "low_rank.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+namespace kolo::torch::detail {
+
+namespace {
+
+constexpr std::int64_t kLanes = 8;
+
+template <typename T>
+T dot(const T* a, const T* b, std::int64_t n) {
+  T lanes[kLanes] = {};
+  std::int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+    for (std::int64_t l = 0; l < kLanes; ++l) lanes[l] += a[j + l] * b[j + l];
+  }
+  T sum = 0;
+  for (std::int64_t l = 0; l < kLanes; ++l) sum += lanes[l];
+  for (; j < n; ++j) sum += a[j] * b[j];
+  return sum;
+}
+
+// Rows worked on together in project_back: each value of Qt loaded and
+// stored serves this many rows.
+constexpr std::int64_t kGroup = 4;
+
+// row = sum over k of weights[k] Qt[k]: one row of P Qt.
+template <typename T>
+void combine(const T* weights, const T* qt, T* row, std::int64_t cols, std::int64_t r) {
+  for (std::int64_t j = 0; j < cols; ++j) row[j] = weights[0] * qt[j];
+  for (std::int64_t k = 1; k < r; ++k) {
+    const T weight = weights[k];
+    const T* q = qt + k * cols;
+    for (std::int64_t j = 0; j < cols; ++j) row[j] += weight * q[j];
+  }
+}
+
+// fold_and_project's row with the last step's factors, r known when
+// compiling: the same operations in the same order as the general loops
+// below, in one pass over the row. (The rows without last factors, a first
+// step, take the general loops, which the compiler does better for them.)
+template <typename T, int R>
+void fold_last_and_project_row(const T* grad, T* row, const T* last_p, const T* last_qt, const T* qt, T* p,
+                               std::int64_t cols) {
+  auto folded = [&](std::int64_t x) {
+    T a = last_p[0] * last_qt[x];
+    for (int k = 1; k < R; ++k) a += last_p[k] * last_qt[k * cols + x];
+    return grad[x] + (row[x] - a);
+  };
+  T lanes[R][kLanes] = {};
+  std::int64_t j = 0;
+  for (; j + kLanes <= cols; j += kLanes) {
+    T v[kLanes];
+    for (std::int64_t l = 0; l < kLanes; ++l) v[l] = folded(j + l);
+    for (std::int64_t l = 0; l < kLanes; ++l) row[j + l] = v[l];
+    for (int k = 0; k < R; ++k) {
+      const T* q = qt + k * cols + j;
+      for (std::int64_t l = 0; l < kLanes; ++l) lanes[k][l] += v[l] * q[l];
+    }
+  }
+  const std::int64_t tail = j;
+  for (; j < cols; ++j) row[j] = folded(j);
+  for (int k = 0; k < R; ++k) {
+    T sum = 0;
+    for (std::int64_t l = 0; l < kLanes; ++l) sum += lanes[k][l];
+    for (std::int64_t x = tail; x < cols; ++x) sum += row[x] * qt[k * cols + x];
+    p[k] = sum;
+  }
+}
+
+template <typename T, int R>
+bool fold_last_and_project(const T* g, T* m, Approximation<T> last, const T* qt, T* p, std::int64_t rows,
+                           std::int64_t cols) {
+  if (last.p == nullptr || last.r != R || m == g) return false;
+  for (std::int64_t i = 0; i < rows; ++i) {
+    fold_last_and_project_row<T, R>(g + i * cols, m + i * cols, last.p + i * R, last.qt, qt, p + i * R, cols);
+  }
+  return true;
+}
+
+// reconstruct for r known when compiling.
+template <typename T, int R>
+void reconstruct_fixed(T* g, const T* p, const T* qt, std::int64_t rows, std::int64_t cols) {
+  for (std::int64_t i = 0; i < rows; ++i) {
+    const T* w = p + i * R;
+    T* row = g + i * cols;
+    for (std::int64_t x = 0; x < cols; ++x) {
+      T a = w[0] * qt[x];
+      for (int k = 1; k < R; ++k) a += w[k] * qt[k * cols + x];
+      row[x] = a;
+    }
+  }
+}
+
+// Calls f.template operator()<R>() for r in 1..8, the ranks worth unrolling;
+// false for others.
+template <typename F>
+bool with_fixed_rank(std::int64_t r, F&& f) {
+  switch (r) {
+    case 1: return f.template operator()<1>();
+    case 2: return f.template operator()<2>();
+    case 3: return f.template operator()<3>();
+    case 4: return f.template operator()<4>();
+    case 5: return f.template operator()<5>();
+    case 6: return f.template operator()<6>();
+    case 7: return f.template operator()<7>();
+    case 8: return f.template operator()<8>();
+    default: return false;
+  }
+}
+
+}  // namespace
+
+template <typename T>
+void fold_and_project(const T* g, T* m, Approximation<T> last, const T* qt, T* p, std::int64_t rows,
+                      std::int64_t cols, std::int64_t r) {
+  if (with_fixed_rank(r, [&]<int R>() { return fold_last_and_project<T, R>(g, m, last, qt, p, rows, cols); })) {
+    return;
+  }
+  std::vector<T> approximation(last.p != nullptr ? static_cast<std::size_t>(cols) : 0);
+  T* a = approximation.data();
+  for (std::int64_t i = 0; i < rows; ++i) {
+    T* row = m + i * cols;
+    const T* grad = g + i * cols;
+    if (last.p != nullptr) {
+      combine(last.p + i * last.r, last.qt, a, cols, last.r);
+      // The error first, rounded as residual() gives it: a restore from a
+      // commit of residual()'s error then goes on with the same bits.
+      for (std::int64_t j = 0; j < cols; ++j) row[j] = grad[j] + (row[j] - a[j]);
+    } else if (row != grad) {
+      for (std::int64_t j = 0; j < cols; ++j) row[j] = grad[j] + row[j];
+    }
+    for (std::int64_t k = 0; k < r; ++k) p[i * r + k] = dot(row, qt + k * cols, cols);
+  }
+}
+
+template <typename T>
+void project_back(const T* m, const T* p, T* qt, std::int64_t rows, std::int64_t cols, std::int64_t r) {
+  for (std::int64_t k = 0; k < r * cols; ++k) qt[k] = 0;
+  for (std::int64_t i = 0; i < rows; i += kGroup) {
+    const std::int64_t group = std::min(kGroup, rows - i);
+    for (std::int64_t k = 0; k < r; ++k) {
+      T* out = qt + k * cols;
+      if (group == kGroup) {
+        const T w0 = p[i * r + k], w1 = p[(i + 1) * r + k], w2 = p[(i + 2) * r + k], w3 = p[(i + 3) * r + k];
+        const T *m0 = m + i * cols, *m1 = m0 + cols, *m2 = m1 + cols, *m3 = m2 + cols;
+        for (std::int64_t j = 0; j < cols; ++j) {
+          T v = out[j];  // the rows' terms in row order, as one row at a time adds them
+          v += w0 * m0[j];
+          v += w1 * m1[j];
+          v += w2 * m2[j];
+          v += w3 * m3[j];
+          out[j] = v;
+        }
+        continue;
+      }
+      for (std::int64_t g = 0; g < group; ++g) {
+        const T weight = p[(i + g) * r + k];
+        const T* row = m + (i + g) * cols;
+        for (std::int64_t j = 0; j < cols; ++j) out[j] += weight * row[j];
+      }
+    }
+  }
+}
+
+template <typename T>
+void reconstruct(T* g, const T* p, const T* qt, std::int64_t rows, std::int64_t cols, std::int64_t r) {
+  if (with_fixed_rank(r, [&]<int R>() {
+        reconstruct_fixed<T, R>(g, p, qt, rows, cols);
+        return true;
+      })) {
+    return;
+  }
+  for (std::int64_t i = 0; i < rows; ++i) combine(p + i * r, qt, g + i * cols, cols, r);
+}
+
+template <typename T>
+void residual(const T* m, const T* p, const T* qt, T* e, std::int64_t rows, std::int64_t cols, std::int64_t r) {
+  std::vector<T> approximation(static_cast<std::size_t>(cols));
+  T* a = approximation.data();
+  for (std::int64_t i = 0; i < rows; ++i) {
+    combine(p + i * r, qt, a, cols, r);
+    for (std::int64_t j = 0; j < cols; ++j) e[i * cols + j] = m[i * cols + j] - a[j];
+  }
+}
+
+template <typename T>
+void orthonormalize_columns(T* p, std::int64_t rows, std::int64_t r) {
+  const T tiny = std::numeric_limits<T>::min();
+  for (std::int64_t k = 0; k < r; ++k) {
+    T squares = 0;
+    for (std::int64_t i = 0; i < rows; ++i) squares += p[i * r + k] * p[i * r + k];
+    const T norm = std::sqrt(squares);
+    const T scale = norm > tiny ? T(1) / norm : T(0);
+    for (std::int64_t i = 0; i < rows; ++i) p[i * r + k] *= scale;
+    for (std::int64_t l = k + 1; l < r; ++l) {
+      T overlap = 0;
+      for (std::int64_t i = 0; i < rows; ++i) overlap += p[i * r + k] * p[i * r + l];
+      for (std::int64_t i = 0; i < rows; ++i) p[i * r + l] -= overlap * p[i * r + k];
+    }
+  }
+}
+
+#define KOLO_LOW_RANK(T)                                                                                     \
+  template void fold_and_project<T>(const T*, T*, Approximation<T>, const T*, T*, std::int64_t, std::int64_t, \
+                                    std::int64_t);                                                           \
+  template void project_back<T>(const T*, const T*, T*, std::int64_t, std::int64_t, std::int64_t);           \
+  template void reconstruct<T>(T*, const T*, const T*, std::int64_t, std::int64_t, std::int64_t);            \
+  template void residual<T>(const T*, const T*, const T*, T*, std::int64_t, std::int64_t, std::int64_t);     \
+  template void orthonormalize_columns<T>(T*, std::int64_t, std::int64_t);
+KOLO_LOW_RANK(float)
+KOLO_LOW_RANK(double)
+#undef KOLO_LOW_RANK
+
+}  // namespace kolo::torch::detail
