@@ -115,7 +115,12 @@ def worker(rank, args, rendezvous):
             print(line, flush=True)
 
     torch.manual_seed(42)
-    model = nn.parallel.DistributedDataParallel(make_model(args.model, args.num_classes))
+    # With its PowerSGD hook over Gloo, DDP runs one bucket: with several, the
+    # hook's chained allreduces (P, then Q in P's callback) of different buckets
+    # reach Gloo in different orders on different ranks, which aborts the job
+    # ("op.preamble.length <= op.nbytes", torch 1.13).
+    bucket_cap_mb = 1024 if args.powersgd_rank else 25
+    model = nn.parallel.DistributedDataParallel(make_model(args.model, args.num_classes), bucket_cap_mb=bucket_cap_mb)
     if args.powersgd_rank:
         # DDP's PowerSGD communication hook; it needs a start past step 1 with
         # error feedback or warm start, and the warmup batches cover it.

@@ -164,9 +164,11 @@ void train(const Flags& flags) {
   auto adam = std::make_shared<torch::optim::Adam>(model->parameters(), torch::optim::AdamOptions(lr));
   kolo::torch::DistributedOptimizerOptions options;
   options.compression = kolo::torch::parse_compression(flags.compression);
+  std::shared_ptr<kolo::torch::PowerSGD> powersgd;
   if (flags.powersgd_rank > 0) {
-    options.compressor = std::make_shared<kolo::torch::PowerSGD>(
+    powersgd = std::make_shared<kolo::torch::PowerSGD>(
         kolo::torch::PowerSGDOptions{.rank = flags.powersgd_rank, .start_step = flags.powersgd_start_step});
+    options.compressor = powersgd;
   }
   kolo::torch::DistributedOptimizer optimizer(adam, model->named_parameters(), options);
   kolo::torch::broadcast_optimizer_state(optimizer, 0);
@@ -194,6 +196,17 @@ void train(const Flags& flags) {
       std::printf("Epoch[%d] Time cost=%.3f\nEpoch[%d] Validation-accuracy=%f\n", epoch, seconds, epoch, accuracy);
       std::fflush(stdout);
     }
+  }
+  // What one worker gives the allreduces in a step (the last one): the
+  // gradients, or PowerSGD's factors and the gradients it leaves whole.
+  std::int64_t whole = 0;
+  for (const auto& p : model->parameters()) whole += p.numel();
+  const std::int64_t numbers =
+      powersgd ? whole - powersgd->last_compressed_elements() + powersgd->last_sent_elements() : whole;
+  const std::int64_t bytes = numbers * (options.compression == kolo::torch::Compression::None ? 4 : 2);
+  if (kolo::rank() == 0) {
+    std::printf("Gradient bytes per step: %lld of %lld\n", static_cast<long long>(bytes),
+                static_cast<long long>(4 * whole));
   }
 }
 

@@ -117,6 +117,8 @@ def main():
     parser.add_argument('--fp16-allreduce', action='store_true')
     parser.add_argument('--powersgd-rank', type=int, default=0,
                         help='PowerSGD: low-rank gradients of this rank with error feedback (0: off)')
+    parser.add_argument('--powersgd-start-step', type=int, default=0,
+                        help='PowerSGD: steps with whole gradients before compression starts')
     parser.add_argument('--seed', type=int, default=42)
     parser.add_argument('--log-interval', type=int, default=50)
     parser.add_argument('--limit', type=int, default=0, help='train on the first LIMIT samples only (0: all)')
@@ -137,7 +139,7 @@ def main():
     compression = hvd.Compression.fp16 if args.fp16_allreduce else hvd.Compression.none
     compression_name = 'fp16' if args.fp16_allreduce else 'none'
     if args.powersgd_rank:
-        compression = hvd.PowerSGD(rank=args.powersgd_rank)
+        compression = hvd.PowerSGD(rank=args.powersgd_rank, start_step=args.powersgd_start_step)
         compression_name = f'powersgd rank {args.powersgd_rank}'
     optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters(),
                                          compression=compression)

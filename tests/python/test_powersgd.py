@@ -3,10 +3,14 @@ gradients, bitwise equal replicas where it does not, whole gradients below the
 thresholds, its memory in elastic commits, and clear errors for bad settings
 and for ranks that disagree."""
 
+import os
+import subprocess
+
 import pytest
 import torch
 
 import kolo.torch as hvd
+from conftest import on_rank_0
 from kolo.torch.elastic import TorchState
 
 ROWS = 2  # samples per rank and step
@@ -164,3 +168,35 @@ def test_ranks_with_different_settings_fail_on_every_rank():
     torch.nn.functional.mse_loss(model(x), y).backward()
     with pytest.raises(ValueError, match="rank 0 has 'powersgd rank=2.*rank 1 has 'powersgd rank=3"):
         optimizer.step()
+
+
+@pytest.mark.skipif('KOLORUN' not in os.environ or 'KOLO_POWERSGD_BITS' not in os.environ,
+                    reason='needs KOLORUN and KOLO_POWERSGD_BITS, the C++ program (set by ctest)')
+def test_the_cpp_optimizer_gives_the_same_bits(tmp_path):
+    """tests/torch/powersgd_bits.cc trains this model on this data in C++; the
+    weights and data are formulas both compute with the same operations."""
+    rows, steps = 4, 5
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.Tanh(), torch.nn.Linear(64, 16)).double()
+    with torch.no_grad():
+        for i, p in enumerate(model.parameters()):
+            k = torch.arange(p.numel(), dtype=torch.float64)
+            p.copy_((torch.sin(k * 0.37 + i) / 5).reshape(p.shape))
+    optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                         named_parameters=model.named_parameters(),
+                                         compression=hvd.PowerSGD(rank=2, min_size=0))
+    rank = hvd.rank()
+    for step in range(steps):
+        x = torch.cos(torch.arange(rows * 32, dtype=torch.float64) * 0.13 + (step * 7 + rank)).reshape(rows, 32)
+        y = torch.sin(torch.arange(rows * 16, dtype=torch.float64) * 0.29 + (step + rank * 3)).reshape(rows, 16)
+        optimizer.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        optimizer.step()
+    mine = b''.join(p.detach().contiguous().numpy().tobytes() for p in model.parameters())
+    out = tmp_path / 'cpp-parameters'
+
+    def run_cpp():
+        subprocess.run([os.environ['KOLORUN'], '-np', str(hvd.size()), os.environ['KOLO_POWERSGD_BITS'], str(out)],
+                       check=True, timeout=120, capture_output=True)
+    on_rank_0(run_cpp)
+    if rank == 0:
+        assert out.read_bytes() == mine

@@ -16,6 +16,7 @@
 #include "harness/multiprocess.h"
 #include "kolo/kolo.h"
 #include "kolo/torch/collectives.h"
+#include "kolo/torch/elastic.h"
 #include "kolo/torch/optimizer.h"
 #include "kolo/torch/powersgd.h"
 #include "support.h"
@@ -33,6 +34,7 @@ using kolo::torch::PowerSGDOptions;
 
 constexpr int kInputs = 32;
 constexpr int kOutputs = 16;
+constexpr int kRowsForState = 2;
 
 // Weights of 64 x 32 and 16 x 64: compressed at ranks below 10; biases travel whole.
 ::torch::nn::Sequential make_net(int seed) {
@@ -299,6 +301,86 @@ TEST(PowerSGD, MemoryCarriesTheStateAcrossARestore) {
       EXPECT_TRUE(at::equal(step_once(straight, step), step_once(restarted, step))) << "step " << step;
     }
     EXPECT_THROW(restarted.load_memory({{"bogus", at::zeros({1})}}), InvalidArgumentError);
+  });
+}
+
+// A step added but never finished (zero_grad() after backward, a failure)
+// leaves the error feedback as it was, to rounding.
+TEST(PowerSGD, AnAbandonedStepLeavesTheErrorFeedback) {
+  kolo::testing::run_ranks(2, [](int rank) {
+    RankSession session;
+    auto grad = [&](int step) {
+      at::manual_seed(31 * step + rank);
+      return at::randn({30, 20}, at::kDouble);
+    };
+    PowerSGD straight(PowerSGDOptions{2, 0, 0, true, true, 9});
+    straight.bind(CompressorBinding{});
+    PowerSGD interrupted(PowerSGDOptions{2, 0, 0, true, true, 9});
+    interrupted.bind(CompressorBinding{});
+    for (int step = 0; step < 2; ++step) {
+      at::Tensor a = grad(step);
+      straight.add("w", a);
+      straight.finish();
+      at::Tensor b = grad(step);
+      interrupted.add("w", b);
+      interrupted.finish();
+    }
+    interrupted.add("w", grad(50));
+    interrupted.abandon();
+    at::Tensor a = grad(2);
+    straight.add("w", a);
+    straight.finish();
+    at::Tensor b = grad(2);
+    interrupted.add("w", b);
+    interrupted.finish();
+    EXPECT_LE(relative_error(b, a), 1e-12);
+    EXPECT_EQ(interrupted.steps(), 3);
+  });
+}
+
+// An elastic state commits the compressor's memory with the model: a restore
+// undoes a step's error feedback too, and a sync leaves every rank with rank
+// 0's step count and factors and its own error feedback.
+TEST(PowerSGD, TorchStateCommitsRestoresAndSyncsItsMemory) {
+  kolo::testing::run_ranks(2, [](int rank) {
+    RankSession session;
+    auto model = make_net(5);
+    auto sgd = std::make_shared<::torch::optim::SGD>(model->parameters(), ::torch::optim::SGDOptions(0.05));
+    auto compressor = powersgd(1);
+    DistributedOptimizerOptions options;
+    options.compressor = compressor;
+    DistributedOptimizer optimizer(sgd, model->named_parameters(), options);
+    kolo::torch::elastic::TorchState state(model.ptr(), sgd);
+    state.add_compressor(compressor);
+    EXPECT_THROW(state.add_compressor(compressor), InvalidArgumentError);
+    auto step = [&](int index) {
+      auto [x, y] = global_batch(index, 2 * kRowsForState);
+      optimizer.zero_grad();
+      at::mse_loss(model->forward(x.narrow(0, rank * kRowsForState, kRowsForState)),
+                   y.narrow(0, rank * kRowsForState, kRowsForState))
+          .backward();
+      optimizer.step();
+    };
+    step(0);
+    step(1);
+    state.commit();
+    auto committed = compressor->memory();
+    for (auto& [name, tensor] : committed) tensor = tensor.clone();
+    step(2);
+    state.restore();
+    const auto restored = compressor->memory();
+    ASSERT_EQ(restored.size(), committed.size());
+    for (std::size_t i = 0; i < committed.size(); ++i) {
+      EXPECT_EQ(restored[i].first, committed[i].first);
+      EXPECT_TRUE(at::equal(restored[i].second, committed[i].second)) << restored[i].first;
+    }
+    EXPECT_EQ(compressor->steps(), 2);
+    state.sync();
+    for (const auto& [name, tensor] : compressor->memory()) {
+      if (name.rfind("local.", 0) != 0) expect_identical_on_all_ranks(tensor, "check.memory." + name);
+    }
+    step(3);  // training goes on from the synced state
+    expect_identical_on_all_ranks(flat_parameters(*model), "check.params.after");
   });
 }
 

@@ -93,6 +93,7 @@ class TorchState::Impl {
   std::map<std::string, std::int64_t> ints;
   std::map<std::string, double> doubles;
   std::vector<std::shared_ptr<ElasticSampler>> samplers;
+  std::vector<std::shared_ptr<GradientCompressor>> compressors;
 
   // The last save.
   std::vector<at::Tensor> saved_tensors;  // on the CPU; undefined where the module's is
@@ -100,6 +101,7 @@ class TorchState::Impl {
   std::map<std::string, std::int64_t> saved_ints;
   std::map<std::string, double> saved_doubles;
   std::vector<SavedSampler> saved_samplers;
+  std::vector<TensorMemory> saved_memories;  // copies of the compressors' memory()
 
   void check_new_name(const std::string& name) const {
     if (name.empty()) throw InvalidArgumentError("TorchState: a value needs a name");
@@ -119,6 +121,40 @@ class TorchState::Impl {
     saved_doubles = doubles;
     saved_samplers.clear();
     for (const auto& sampler : samplers) saved_samplers.push_back({sampler->epoch(), sampler->processed()});
+    saved_memories.clear();
+    for (const auto& compressor : compressors) saved_memories.push_back(copy_of(compressor->memory()));
+  }
+
+  static TensorMemory copy_of(const TensorMemory& memory) {
+    TensorMemory copy;
+    for (const auto& [name, tensor] : memory) copy.emplace_back(name, tensor.clone());
+    return copy;
+  }
+
+  // Rank 0's step counts and factors; each rank's error feedback ("local.*")
+  // stays its own.
+  void sync_compressors() {
+    const bool root = kolo::rank() == 0;
+    for (std::size_t i = 0; i < compressors.size(); ++i) {
+      TensorMemory mine = compressors[i]->memory();
+      c10::Dict<std::string, at::Tensor> shared;
+      if (root) {
+        for (const auto& [name, tensor] : mine) {
+          if (name.rfind("local.", 0) != 0) shared.insert(name, tensor);
+        }
+      }
+      const c10::IValue received =
+          broadcast_object(shared, 0, "kolo.elastic.compressor." + std::to_string(i));
+      if (root) continue;
+      TensorMemory merged;
+      for (const auto& [name, tensor] : mine) {
+        if (name.rfind("local.", 0) == 0) merged.emplace_back(name, tensor);
+      }
+      for (const auto& entry : received.toGenericDict()) {
+        merged.emplace_back(entry.key().toStringRef(), entry.value().toTensor());
+      }
+      compressors[i]->load_memory(merged);
+    }
   }
 
   // Every rank's progress in every rank's samplers: one allreduce (max) of
@@ -338,6 +374,17 @@ void TorchState::add_sampler(std::shared_ptr<ElasticSampler> sampler) {
   impl_->samplers.push_back(std::move(sampler));
 }
 
+void TorchState::add_compressor(std::shared_ptr<GradientCompressor> compressor) {
+  if (!compressor) throw InvalidArgumentError("TorchState::add_compressor: the compressor is null");
+  for (const auto& known : impl_->compressors) {
+    if (known == compressor) {
+      throw InvalidArgumentError("TorchState::add_compressor: the compressor is in the state already");
+    }
+  }
+  impl_->saved_memories.push_back(Impl::copy_of(compressor->memory()));
+  impl_->compressors.push_back(std::move(compressor));
+}
+
 void TorchState::save() {
   // The collective first: when it fails, the last save stays whole.
   impl_->merge_sampler_progress();
@@ -358,11 +405,15 @@ void TorchState::restore() {
   for (std::size_t i = 0; i < impl_->samplers.size(); ++i) {
     impl_->samplers[i]->load(impl_->saved_samplers[i].epoch, impl_->saved_samplers[i].processed);
   }
+  for (std::size_t i = 0; i < impl_->compressors.size(); ++i) {
+    impl_->compressors[i]->load_memory(impl_->saved_memories[i]);
+  }
 }
 
 void TorchState::sync() {
   impl_->sync_module();
   impl_->sync_optimizer();
+  impl_->sync_compressors();
   const bool root = kolo::rank() == 0;
   const std::string bytes =
       broadcast_bytes(root ? impl_->encode_values_and_samplers() : std::string(), 0, "kolo.elastic.values");

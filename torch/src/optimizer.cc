@@ -263,6 +263,7 @@ class DistributedOptimizer::State : public std::enable_shared_from_this<State> {
  private:
   struct Slot {
     std::string name;  // the operation name
+    std::string param_name;  // the parameter's own name: what a compressor knows it by, as in Python
     at::Tensor param;
     // Held so that every graph built on the parameter reuses this node (the
     // parameter itself keeps only a weak reference) and so runs our hook.
@@ -299,6 +300,7 @@ class DistributedOptimizer::State : public std::enable_shared_from_this<State> {
         }
         Slot slot;
         slot.name = options_.name_prefix + "." + name;
+        slot.param_name = name;
         slot.param = param;
         slot.passes_left = options_.backward_passes_per_step;
         slots_.push_back(std::move(slot));
@@ -354,7 +356,7 @@ class DistributedOptimizer::State : public std::enable_shared_from_this<State> {
                                  "' has a sparse gradient; kolo reduces dense gradients only");
     }
     if (options_.compressor && options_.compressor->takes(grad)) {
-      options_.compressor->add(slot.name, grad);
+      options_.compressor->add(slot.param_name, grad);
       slot.compressed = true;
       slot.in_flight = true;
       return;

@@ -167,17 +167,20 @@ void PowerSGD::add(const std::string& name, const at::Tensor& grad) {
     detail::fold_and_project<T>(entry.work.data_ptr<T>(), entry.m.data_ptr<T>(), last, qt.data_ptr<T>(),
                                 entry.p.data_ptr<T>(), entry.rows, entry.cols, entry.rank);
   });
+  // M holds the error now, and this gradient: the last factors are used up.
+  memory.last_p = memory.last_qt = at::Tensor();
   impl_->pending.push_back(std::move(entry));
 }
 
 void PowerSGD::finish() {
-  struct Clear {
-    Impl& impl;
-    ~Clear() {
-      impl.pending.clear();
-      impl.pending_names.clear();
+  // On an exception the step is forgotten, as abandon() forgets it.
+  struct Forget {
+    PowerSGD& self;
+    bool done = false;
+    ~Forget() {
+      if (!done) self.abandon();
     }
-  } clear{*impl_};
+  } forget{*this};
   const CompressorBinding& bound = binding();
   auto& pending = impl_->pending;
   // One order on every rank, whatever order backward produced the gradients in.
@@ -248,9 +251,17 @@ void PowerSGD::finish() {
   impl_->last_sent = sent;
   impl_->last_compressed = compressed;
   ++impl_->steps;
+  impl_->pending.clear();
+  impl_->pending_names.clear();
+  forget.done = true;
 }
 
 void PowerSGD::abandon() {
+  // A gradient added but not reduced leaves the error feedback as it was
+  // (to rounding): its M, the error plus the gradient, gives the gradient back.
+  for (PendingMatrix& entry : impl_->pending) {
+    if (!entry.m.is_same(entry.work)) entry.m.sub_(entry.work.view({entry.rows, entry.cols}));
+  }
   impl_->pending.clear();
   impl_->pending_names.clear();
 }

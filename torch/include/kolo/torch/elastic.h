@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "kolo/elastic.h"
+#include "kolo/torch/compressor.h"
 
 namespace at {
 class Tensor;
@@ -165,6 +166,13 @@ class TorchState : public kolo::elastic::State {
   // Keeps the sampler's progress with the state, saved at once. Throws
   // InvalidArgumentError for a null sampler or one added already.
   void add_sampler(std::shared_ptr<ElasticSampler> sampler);
+
+  // Keeps a gradient compressor's memory (PowerSGD's error feedback and
+  // factors, its step count) with the state, saved at once: a restore puts it
+  // back with the model, and a sync gives every rank rank 0's step count and
+  // factors while each keeps its own error feedback (a joiner starts without).
+  // Throws InvalidArgumentError for a null compressor or one added already.
+  void add_compressor(std::shared_ptr<GradientCompressor> compressor);
 
   void save() override;
   void restore() override;
