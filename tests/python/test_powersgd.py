@@ -200,3 +200,35 @@ def test_the_cpp_optimizer_gives_the_same_bits(tmp_path):
     on_rank_0(run_cpp)
     if rank == 0:
         assert out.read_bytes() == mine
+
+
+def test_a_process_set_compresses_among_its_members():
+    """Two disjoint sets train apart, each with its own PowerSGD: a set's
+    factors travel among its members only, and each set's replicas agree."""
+    n = hvd.size()
+    if n < 2:
+        pytest.skip('needs two ranks')
+    low = hvd.add_process_set(list(range(n // 2)) or [0])
+    high = hvd.add_process_set(list(range(n // 2, n)))
+    try:
+        mine = low if low.included() else high
+        model = make_model(seed=len(mine.ranks))
+        compression = hvd.PowerSGD(rank=1, min_size=0)
+        optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.05),
+                                             named_parameters=model.named_parameters(), compression=compression,
+                                             process_set=mine)
+        for step in range(3):
+            x, y = global_batch(step + 10 * hvd.rank(), ROWS)  # every rank its own data
+            optimizer.zero_grad()
+            torch.nn.functional.mse_loss(model(x), y).backward()
+            optimizer.step()
+        bits = flat(model).numpy().tobytes()
+        gathered = hvd.allgather_object(bits, name='powersgd.sets.check', process_set=mine)
+        assert all(g == gathered[0] for g in gathered)
+        if mine.size() > 1:
+            assert compression.last_compressed_elements == 64 * 32 + 16 * 64
+        else:
+            assert compression.steps == 0  # a set of one reduces nothing
+    finally:
+        hvd.remove_process_set(low)
+        hvd.remove_process_set(high)
