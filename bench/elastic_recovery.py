@@ -33,7 +33,12 @@ Further cases, for the other targets of elastic mode, run when --cases names the
   kolo-steady-elastic, kolo-steady-plain
       no event: the same job with --min-np 3, and without (not elastic); their
       steady steps side by side give what elastic mode costs.
-Every kolo case also gives commit()'s time against a memcpy of the same tensors.
+  kolo-commit
+      the elastic job, each worker also copying the state's tensors into
+      tensors of its own after every commit: commit() against that copy, both
+      taken step by step in the same conditions.
+Without kolo-commit, the kolo cases give commit()'s time against one copy
+after step 1, back to back.
 
 Every worker appends a line to a file at each completed step, with its time on
 CLOCK_MONOTONIC (bench/elastic_recovery_worker.py). Once every worker has
@@ -82,7 +87,7 @@ WORKER = os.path.join(HERE, 'elastic_recovery_worker.py')
 PYTHON = '/usr/bin/python3'  # Debian's, with python3-torch
 CASES = ['kolo-kill-rank0', 'kolo-kill-rank2', 'torchrun-kill-rank2']
 # Further cases, run when --cases names them (see the module's text).
-MORE_CASES = ['kolo-stop-rank2', 'kolo-add-worker', 'kolo-steady-elastic', 'kolo-steady-plain']
+MORE_CASES = ['kolo-stop-rank2', 'kolo-add-worker', 'kolo-steady-elastic', 'kolo-steady-plain', 'kolo-commit']
 NP = 4
 STOP_PEER_TIMEOUT = 3  # KOLO_PEER_TIMEOUT of kolo-stop-rank2: the target is this plus 1 s
 
@@ -158,6 +163,8 @@ class Trial:
                        str(a.batch), '--steps', str(self.total_steps()), '--threads', str(a.threads)]
         if self.case == 'kolo-add-worker':
             worker_args += ['--full-size', str(NP), '--steps-at-full-size', str(a.steps_after)]
+        if self.case == 'kolo-commit':
+            worker_args += ['--copy-every-step']
         kolo_worker = [PYTHON, WORKER, 'kolo', *worker_args]
         timeout = ['--timeout', str(int(a.trial_timeout))]
         if self.case == 'kolo-steady-plain':
@@ -214,7 +221,7 @@ class Trial:
         steady = statistics.median(intervals)
         common = dict(case=self.case, phase=self.phase, steady_step=steady,
                       **commit_and_memcpy(records, steps_from=3))
-        if self.case.startswith('kolo-steady'):
+        if self.case.startswith('kolo-steady') or self.case == 'kolo-commit':
             return self.finish_steady(deadline, t_launch, common)
 
         # 2. The event at a random phase of a step: a kill or stop of the victim (by
@@ -516,12 +523,18 @@ def summarize(results, cases):
             if ratios:
                 lines.append(f'elastic / plain, trial by trial: p50 {statistics.median(ratios):.3f}, '
                              f'range {min(ratios):.3f} to {max(ratios):.3f} ({len(ratios)} pairs)')
-    kolo_rows = [r for r in results if r['case'].startswith('kolo') and not r.get('error')]
+    # kolo-commit copies the state after every commit, in the same conditions;
+    # without it, the other kolo trials' one copy after step 1 is the reference.
+    kolo_rows = [r for r in results if r['case'] == 'kolo-commit' and not r.get('error')]
+    which = 'kolo-commit trials: a copy after every commit'
+    if not kolo_rows:
+        kolo_rows = [r for r in results if r['case'].startswith('kolo') and not r.get('error')]
+        which = 'every kolo trial: one copy after step 1'
     if values(kolo_rows, 'commit_ratio'):
         lines += ['' if lines else None,
                   f'commit() of model and momentum: p50 {med(kolo_rows, "commit", 3)} s against a memcpy of the same '
                   f'tensors {med(kolo_rows, "memcpy", 3)} s; ratio p50 {med(kolo_rows, "commit_ratio")}, max '
-                  f'{max(values(kolo_rows, "commit_ratio")):.2f} (every kolo trial, workers\' medians)']
+                  f'{max(values(kolo_rows, "commit_ratio")):.2f} ({which}; workers\' medians)']
     return '\n'.join(line for line in lines if line is not None)
 
 

@@ -7,7 +7,8 @@ CLOCK_MONOTONIC and so one clock for every process of the host):
     start    T PID                      the process started (before importing torch)
     init     T RANK SIZE GEN            kolo: hvd.init() returned (a joiner: it is a member)
     memcpy   T SECONDS                  kolo: after step 1, one copy of the state's tensors into others
-                                        (median of 5), what a commit is compared with
+                                        (median of 5), what a commit is compared with; with
+                                        --copy-every-step one copy after every commit instead
     ready    T RANK SIZE GEN            model, optimizer (and checkpoint) ready
     trained  T STEP RANK SIZE GEN       step STEP's update applied, before its commit
     step     T STEP RANK SIZE GEN       step STEP (1-based) completed and committed / saved
@@ -53,6 +54,9 @@ def parse_args():
                              '(a job that waits for a worker to join)')
     parser.add_argument('--steps-at-full-size', type=int, default=0)
     parser.add_argument('--threads', type=int, default=1, help='torch threads per worker')
+    parser.add_argument('--copy-every-step', action='store_true',
+                        help='kolo: after every commit, also time one copy of the state into tensors of its own '
+                             '(a memcpy line a step)')
     return parser.parse_args()
 
 
@@ -74,20 +78,27 @@ def build_model(torch, layers, width):
     return torch.nn.Sequential(*parts[:-1])
 
 
-def memcpy_seconds(torch, model, optimizer):
-    """What commit() is measured against: copying the tensors it copies (the
-    model's and the optimizer's state) into tensors already there."""
+def state_tensors(torch, model, optimizer):
+    """The tensors commit() copies: the model's and the optimizer's state."""
     tensors = list(model.state_dict().values())
     for entry in optimizer.state_dict()['state'].values():
         tensors += [v for v in entry.values() if isinstance(v, torch.Tensor)]
+    return tensors
+
+
+def copy_seconds(tensors, targets):
+    t0 = time.monotonic()
+    for target, tensor in zip(targets, tensors):
+        target.copy_(tensor)
+    return time.monotonic() - t0
+
+
+def memcpy_seconds(torch, model, optimizer):
+    """What commit() is measured against: copying the tensors it copies into
+    tensors already there (median of 5, back to back)."""
+    tensors = state_tensors(torch, model, optimizer)
     targets = [torch.empty_like(t) for t in tensors]
-    times = []
-    for _ in range(5):
-        t0 = time.monotonic()
-        for target, tensor in zip(targets, tensors):
-            target.copy_(tensor)
-        times.append(time.monotonic() - t0)
-    return sorted(times)[2]
+    return sorted(copy_seconds(tensors, targets) for _ in range(5))[2]
 
 
 def run_kolo(args, log):
@@ -104,6 +115,7 @@ def run_kolo(args, log):
     x = torch.randn(args.batch, args.width)
     y = torch.randn(args.batch, args.width)
     train = None
+    copies = {}  # --copy-every-step: the tensors it copies into, made once
 
     def where():
         return hvd.rank(), hvd.size(), train.reset_count if train is not None else 0
@@ -129,7 +141,11 @@ def run_kolo(args, log):
             log.write('trained', time.monotonic(), state.step, *where())
             state.commit()
             log.write('step', time.monotonic(), state.step, *where())
-            if state.step == 1:  # the optimizer has its state now; the steady step leaves this one out
+            if args.copy_every_step:
+                tensors = state_tensors(torch, model, optimizer)
+                targets = copies.setdefault('targets', [torch.empty_like(t) for t in tensors])
+                log.write('memcpy', time.monotonic(), copy_seconds(tensors, targets))
+            elif state.step == 1:  # the optimizer has its state now; the steady step leaves this one out
                 log.write('memcpy', time.monotonic(), memcpy_seconds(torch, model, optimizer))
 
     log.write('ready', time.monotonic(), *where())
