@@ -33,6 +33,11 @@ Further cases, for the other targets of elastic mode, run when --cases names the
   kolo-steady-elastic, kolo-steady-plain
       no event: the same job with --min-np 3, and without (not elastic); their
       steady steps side by side give what elastic mode costs.
+  kolo-kill-host
+      the 4 workers on 2 network-namespace hosts (bench/netns_hosts.py, 2
+      workers each, a 10 Gbit/s link, each host on a CPU of its own), kolorun
+      -H across them with --min-np 2; both workers of host 1 (ranks 2 and 3)
+      are SIGKILLed at once and host 0's two go on. Needs root.
   kolo-commit
       the elastic job, each worker also copying the state's tensors into
       tensors of its own after every commit: commit() against that copy, both
@@ -87,7 +92,8 @@ WORKER = os.path.join(HERE, 'elastic_recovery_worker.py')
 PYTHON = '/usr/bin/python3'  # Debian's, with python3-torch
 CASES = ['kolo-kill-rank0', 'kolo-kill-rank2', 'torchrun-kill-rank2']
 # Further cases, run when --cases names them (see the module's text).
-MORE_CASES = ['kolo-stop-rank2', 'kolo-add-worker', 'kolo-steady-elastic', 'kolo-steady-plain', 'kolo-commit']
+MORE_CASES = ['kolo-stop-rank2', 'kolo-add-worker', 'kolo-steady-elastic', 'kolo-steady-plain', 'kolo-commit',
+              'kolo-kill-host']
 NP = 4
 STOP_PEER_TIMEOUT = 3  # KOLO_PEER_TIMEOUT of kolo-stop-rank2: the target is this plus 1 s
 
@@ -153,6 +159,7 @@ class Trial:
         self.dir = tempfile.mkdtemp(prefix=f'elastic-recovery-{case}-', dir=base_tmp)
         self.proc = None
         self.output_path = os.path.join(self.dir, 'launcher.log')
+        self.hosts = None  # kolo-kill-host: the namespace hosts, made in run()
 
     def total_steps(self):
         return self.args.kill_after + 1 + self.args.steps_after
@@ -180,6 +187,12 @@ class Trial:
             os.chmod(script, 0o755)
             return [a.kolorun, '-np', str(NP - 1), '--min-np', str(NP - 1), '--max-np', str(NP),
                     '--host-discovery-script', script, *timeout, *kolo_worker]
+        if self.case == 'kolo-kill-host':
+            netns_exec = os.path.join(HERE, 'netns_exec.sh')
+            host_list = ','.join(f'{name}:{NP // 2}' for name in self.hosts.names)
+            return [netns_exec, self.hosts.names[0], a.kolorun, '--launcher-command', f'{netns_exec} {{host}}',
+                    '-H', host_list, '--network-interface', self.hosts.interface, '--min-np', str(NP // 2),
+                    *timeout, *kolo_worker]
         if self.case.startswith('kolo'):
             return [a.kolorun, '-np', str(NP), '--min-np', str(NP - 1), *timeout, *kolo_worker]
         return [a.torchrun, '--nnodes', '1', '--nproc_per_node', str(NP), '--max_restarts', '3',
@@ -196,10 +209,16 @@ class Trial:
             env['KOLO_FLIGHT_RECORDER_DIR'] = os.path.join(self.dir, 'flight')
         if self.case == 'kolo-stop-rank2':
             env['KOLO_PEER_TIMEOUT'] = str(STOP_PEER_TIMEOUT)
+        if self.hosts is not None:
+            env.update(self.hosts.environment())
         return env
 
     def run(self):
         a = self.args
+        if self.case == 'kolo-kill-host':
+            sys.path.insert(0, HERE)
+            import netns_hosts
+            self.hosts = netns_hosts.Hosts(2, rate='10gbit', cpus='spread')
         with open(self.output_path, 'w') as out:
             self.proc = subprocess.Popen(self.command(), env=self.env(), stdout=out, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL, cwd=ROOT, start_new_session=True)
@@ -228,6 +247,9 @@ class Trial:
         # its current rank, or its local rank under torchrun), or a worker added.
         target_rank = 0 if self.case.endswith('rank0') else 2
         victim = next(pid for pid, steps in done.items() if steps[-1][3] == target_rank)
+        # kolo-kill-host: every worker of host 1 (the upper half of the ranks).
+        victims = ([pid for pid, steps in done.items() if steps[-1][3] >= NP // 2]
+                   if self.case == 'kolo-kill-host' else [victim])
         last = len(done[victim])
         while len(steps_of(self.poll(deadline, 'before the event').get(victim, []))) == last:
             time.sleep(0.002)
@@ -244,7 +266,8 @@ class Trial:
                 f.write(f'localhost:{NP}\n')
             os.replace(partial, self.hosts_file)
         else:
-            os.kill(victim, signal.SIGSTOP if self.case == 'kolo-stop-rank2' else signal.SIGKILL)
+            for pid in victims:
+                os.kill(pid, signal.SIGSTOP if self.case == 'kolo-stop-rank2' else signal.SIGKILL)
         t_kill_after = time.monotonic()
         load = os.getloadavg()[0]
         if self.case == 'kolo-add-worker':
@@ -252,11 +275,11 @@ class Trial:
 
         # 3. Every worker of the recovered job has completed a step of the new generation.
         before = set(done)
-        expected = NP - 1 if self.case.startswith('kolo') else NP
+        expected = NP - len(victims) if self.case.startswith('kolo') else NP
 
         def recovered_firsts(records):
             if self.case.startswith('kolo'):
-                recovered = {pid: rows for pid, rows in records.items() if pid in before and pid != victim}
+                recovered = {pid: rows for pid, rows in records.items() if pid in before and pid not in victims}
             else:
                 recovered = {pid: rows for pid, rows in records.items() if pid not in before}
             firsts = {pid: [s for s in steps_of(rows) if s[5] > 0] for pid, rows in recovered.items()}
@@ -419,6 +442,9 @@ class Trial:
             if not any(is_our_worker(pid, self.dir) for pid in worker_pids):
                 break
             time.sleep(0.05)
+        if self.hosts is not None:
+            self.hosts.close()
+            self.hosts = None
         if self.args.keep_logs:
             os.makedirs(self.args.keep_logs, exist_ok=True)
             keep = os.path.join(self.args.keep_logs, os.path.basename(self.dir))
