@@ -131,8 +131,8 @@ class TorchState::Impl {
     return copy;
   }
 
-  // Rank 0's step counts and factors; each rank's error feedback ("local.*")
-  // stays its own.
+  // Rank 0's step counts and factors; each rank's error feedback
+  // (kLocalMemoryPrefix) stays its own.
   void sync_compressors() {
     const bool root = kolo::rank() == 0;
     for (std::size_t i = 0; i < compressors.size(); ++i) {
@@ -140,7 +140,7 @@ class TorchState::Impl {
       c10::Dict<std::string, at::Tensor> shared;
       if (root) {
         for (const auto& [name, tensor] : mine) {
-          if (name.rfind("local.", 0) != 0) shared.insert(name, tensor);
+          if (name.rfind(kLocalMemoryPrefix, 0) != 0) shared.insert(name, tensor);
         }
       }
       const c10::IValue received =
@@ -148,7 +148,7 @@ class TorchState::Impl {
       if (root) continue;
       TensorMemory merged;
       for (const auto& [name, tensor] : mine) {
-        if (name.rfind("local.", 0) == 0) merged.emplace_back(name, tensor);
+        if (name.rfind(kLocalMemoryPrefix, 0) == 0) merged.emplace_back(name, tensor);
       }
       for (const auto& entry : received.toGenericDict()) {
         merged.emplace_back(entry.key().toStringRef(), entry.value().toTensor());

@@ -26,7 +26,7 @@ namespace kolo::torch {
 namespace {
 
 constexpr const char* kQ = "q.";
-constexpr const char* kError = "local.error.";
+const std::string kError = std::string(kLocalMemoryPrefix) + "error.";
 constexpr const char* kSteps = "steps";
 
 std::uint64_t fnv1a(const std::string& text) {
@@ -44,7 +44,7 @@ std::pair<std::int64_t, std::int64_t> matrix_shape(const at::Tensor& grad) {
   return {rows, rows == 0 ? 0 : grad.numel() / rows};
 }
 
-bool starts_with(const std::string& text, const char* prefix) { return text.rfind(prefix, 0) == 0; }
+bool starts_with(const std::string& text, const std::string& prefix) { return text.rfind(prefix, 0) == 0; }
 
 // Calls f with a zero of the tensor's element type (float or double).
 template <typename F>
@@ -302,7 +302,7 @@ void PowerSGD::load_memory(const TensorMemory& memory) {
       loaded.matrices[name.substr(std::string(kQ).size())].qt = tensor.clone();
     } else if (starts_with(name, kError)) {
       const at::Tensor error = tensor.contiguous();
-      loaded.matrices[name.substr(std::string(kError).size())].m =
+      loaded.matrices[name.substr(kError.size())].m =
           error.dim() == 2 ? error.clone() : error.reshape({error.size(0), -1}).clone();
     } else {
       throw InvalidArgumentError("PowerSGD: unknown memory entry '" + name + "'");

@@ -83,8 +83,9 @@ def _broadcast_state_from(optimizer, root_rank, process_set=global_process_set):
         return value
     structure = broadcast_object(strip(state_dict) if is_root else None, root_rank,
                                  name='broadcast_optimizer_state.structure', process_set=process_set)
-    slots = [None] * sum(1 for _ in _slots_of(structure))
-    for where, slot in _slots_of(structure):
+    found = list(_slots_of(structure))
+    slots = [None] * len(found)
+    for where, slot in found:
         own = tensors[slot.index] if is_root else _own_tensor(state_dict, where, slot)
         slots[slot.index] = own if own is not None else torch.empty(slot.shape, dtype=slot.dtype)
     handles = [broadcast_async_(t, root_rank, name=f'broadcast_optimizer_state.{i}', process_set=process_set)
@@ -92,7 +93,7 @@ def _broadcast_state_from(optimizer, root_rank, process_set=global_process_set):
     for handle in handles:
         synchronize(handle)
     if not is_root:
-        _install_state(optimizer, structure, slots)
+        _install_state(optimizer, structure, found, slots)
 
 
 def _slots_of(structure):
@@ -102,7 +103,7 @@ def _slots_of(structure):
         if isinstance(value, _TensorSlot):
             yield where, value
         elif isinstance(value, dict):
-            for k, v in value.items():
+            for v in value.values():
                 yield from walk(v, None)
         elif isinstance(value, (list, tuple)):
             for v in value:
@@ -128,30 +129,21 @@ def _own_tensor(state_dict, where, slot):
     return None
 
 
-def _install_state(optimizer, structure, slots):
+def _install_state(optimizer, structure, found, slots):
     """load_state_dict of the root's state without copying its tensors: the
     optimizer loads the structure with empty placeholders (hyper-parameters,
     steps as plain values, its own casts and hooks), then each placeholder is
     replaced by the received tensor. A tensor nested deeper than a parameter's
-    state takes load_state_dict's own path."""
-    placed = [where for where, _ in _slots_of(structure)]
-    if any(where is None for where in placed):
+    state takes load_state_dict's own path. `found` is _slots_of(structure)."""
+    if any(where is None for where, _ in found):
         optimizer.load_state_dict(_filled(structure, slots))
         return
-
-    def placeholder(value):
-        if isinstance(value, _TensorSlot):
-            return torch.empty(0, dtype=value.dtype)
-        if isinstance(value, dict):
-            return {k: placeholder(v) for k, v in value.items()}
-        if isinstance(value, (list, tuple)):
-            return type(value)(placeholder(v) for v in value)
-        return value
-    optimizer.load_state_dict(placeholder(structure))
+    placeholders = [torch.empty(0, dtype=slot.dtype) for slot in slots]
+    optimizer.load_state_dict(_filled(structure, placeholders))
     saved_ids = [i for group in structure['param_groups'] for i in group['params']]
     params = [p for group in optimizer.param_groups for p in group['params']]
     by_id = dict(zip(saved_ids, params))
-    for (param_key, key), slot in _slots_of(structure):
+    for (param_key, key), slot in found:
         owner = optimizer.state[by_id.get(param_key, param_key)]
         cast = owner[key]  # the placeholder as load_state_dict cast it to the parameter
         tensor = slots[slot.index]

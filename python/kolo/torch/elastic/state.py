@@ -122,17 +122,19 @@ class OptimizerStateHandler(StateHandler):
 
     kind = torch.optim.Optimizer
 
+    @property
+    def _compressor(self):
+        return getattr(self.value, '_compressor', None)
+
     def _keep(self):
         super()._keep()
-        compressor = getattr(self.value, '_compressor', None)
-        if compressor is not None:
-            self._saved_memory = _copy_into(getattr(self, '_saved_memory', None), compressor.memory())
+        if self._compressor is not None:
+            self._saved_memory = _copy_into(getattr(self, '_saved_memory', None), self._compressor.memory())
 
     def restore(self):
         super().restore()
-        compressor = getattr(self.value, '_compressor', None)
-        if compressor is not None:
-            compressor.load_memory(self._saved_memory)
+        if self._compressor is not None:
+            self._compressor.load_memory(self._saved_memory)
 
     def sync(self):
         self._sync_compressor()
@@ -154,7 +156,7 @@ class OptimizerStateHandler(StateHandler):
         """Rank 0's step count and factors; each rank keeps its own error feedback
         (a joiner starts without). The step count decides which gradients are
         compressed, so it must agree."""
-        compressor = getattr(self.value, '_compressor', None)
+        compressor = self._compressor
         if compressor is None:
             return
         memory = compressor.memory()

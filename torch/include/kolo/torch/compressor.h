@@ -34,6 +34,10 @@ struct CompressorBinding {
 
 using TensorMemory = std::vector<std::pair<std::string, at::Tensor>>;
 
+// Names memory() gives to what differs from rank to rank by design (error
+// feedback): a state's sync leaves it alone.
+inline constexpr const char* kLocalMemoryPrefix = "local.";
+
 class GradientCompressor {
  public:
   virtual ~GradientCompressor() = default;
@@ -71,7 +75,7 @@ class GradientCompressor {
 
   // The memory kept between steps, by name: the compressor's own tensors (a
   // commit copies them). Memory that differs from rank to rank by design, such
-  // as error feedback, is named "local.*"; a state's sync leaves it alone.
+  // as error feedback, is named kLocalMemoryPrefix + ...; a state's sync leaves it alone.
   virtual TensorMemory memory() const = 0;
   // Replaces the memory with one memory() gave (copied in). Names missing from
   // `memory` start empty; a name the compressor does not know throws
