@@ -28,7 +28,8 @@ Further cases, for the other targets of elastic mode, run when --cases names the
       hosts file; the driver rewrites it from localhost:3 to localhost:4 at a
       random phase of a step. Measured: the survivors' pause (their last update
       before the change to their first step after it, less a steady step), whether
-      they rolled back, and the joiner's first step after its init() returned.
+      they rolled back, and the joiner's first step after its init() returned
+      and after it called run() (model, optimizer and TorchState built).
       The job trains until --steps-after steps ran at 4 workers.
   kolo-steady-elastic, kolo-steady-plain
       no event: the same job with --min-np 3, and without (not elastic); their
@@ -372,6 +373,7 @@ class Trial:
         rc, records = self.wait_for_end(deadline)
         joiner = records[joiners[0]]
         init = next(r[1] for r in joiner if r[0] == 'init')
+        ready = next(r[1] for r in joiner if r[0] == 'ready')
         joiner_first = steps_of(joiner)[0]
         # A survivor's last update of the old membership (the commit it ends with
         # raises HostsUpdatedInterrupt) to its first step of the new one, less
@@ -385,6 +387,7 @@ class Trial:
             rolled_back |= new[0][2] != last_trained[2] + 1
         state_bytes = 2 * 4 * self.args.layers * (self.args.width * self.args.width + self.args.width)
         return dict(common, pause=max(pauses), joiner_init_to_step=joiner_first[1] - init,
+                    joiner_ready_to_step=joiner_first[1] - ready,
                     add_to_joiner_step=joiner_first[1] - t_add, rolled_back=int(rolled_back),
                     state_mib=state_bytes / 2**20, size_after=joiner_first[4],
                     startup=t_add - t_launch, wall=time.monotonic() - t_launch, launcher_rc=rc, load=load)
@@ -531,6 +534,7 @@ def summarize(results, cases):
                   f'{"":<34} {"p50":>7} {"max":>7} {"min":>7}',
                   f'{"survivors pause, less a step":<34} {" ".join(stats(ok, "pause"))}',
                   f'{"joiner: init() to its first step":<34} {" ".join(stats(ok, "joiner_init_to_step"))}',
+                  f'{"joiner: run() to its first step":<34} {" ".join(stats(ok, "joiner_ready_to_step"))}',
                   f'{"hosts file changed to its step":<34} {" ".join(stats(ok, "add_to_joiner_step"))}',
                   f'survivors rolled back: {sum(r.get("rolled_back", 0) for r in ok)} of {len(ok)} trials; '
                   f'state {med(ok, "state_mib", 0)} MiB (model and momentum)']
@@ -568,7 +572,7 @@ def write_outputs(results, cases, args, summary, header):
     os.makedirs(args.out, exist_ok=True)
     keys = ['trial', 'case', 'recovery', 'recovery_less_step_before', 'fastest_worker', 'first_step', 'steady_step',
             'steady_step_after', 'subtracted', 'detect', 'restored', 'reset', 'synced', 'pause',
-            'joiner_init_to_step', 'add_to_joiner_step', 'rolled_back', 'state_mib', 'commit', 'memcpy',
+            'joiner_init_to_step', 'joiner_ready_to_step', 'add_to_joiner_step', 'rolled_back', 'state_mib', 'commit', 'memcpy',
             'commit_ratio', 'size_after', 'workers_after', 'phase', 'kill_syscall', 'startup', 'wall', 'load',
             'launcher_rc', 'error']
     with open(os.path.join(args.out, 'trials.csv'), 'w', newline='') as f:
@@ -714,7 +718,8 @@ def main():
                 if not result.get('error') and 'recovery' not in result:
                     print(f'trial {i + 1:>2} {case:<20} ' + ', '.join(
                         f'{k} {result[k]:.3f}' for k in ('steady_step', 'commit', 'memcpy', 'pause',
-                                                         'joiner_init_to_step', 'add_to_joiner_step')
+                                                         'joiner_init_to_step', 'joiner_ready_to_step',
+                                                         'add_to_joiner_step')
                         if k in result), flush=True)
                 elif not result.get('error'):
                     print(f'trial {i + 1:>2} {case:<20} recovery {result["recovery"]:6.2f} s  (kill to first step '

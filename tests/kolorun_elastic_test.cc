@@ -204,21 +204,44 @@ struct DiscoveryFiles {
   const fs::path hosts = dir / "hosts", progress = dir / "progress", script = dir / "discover.sh";
 };
 
+// Runs kolo_elastic_worker for `steps` steps on 2 workers of localhost (up to
+// `max_np`); once rank 0 passed step 20 the discovery script also lists
+// `added` ("127.0.0.1:N"). `env`: more variables for the workers. Checks that
+// the job ended well with `max_np` workers trained alike.
+RunResult run_with_a_host_added(const std::string& name, const std::string& added, int max_np, int steps,
+                                kolo::testing::Subprocess::Environment env = {}) {
+  const DiscoveryFiles files(name, "localhost:2\n");
+  std::thread add_host([&] {
+    wait_for_step(files.progress, 20);
+    std::ofstream(files.hosts, std::ios::app) << added << "\n";
+  });
+  env.emplace_back("KOLO_TEST_PROGRESS_FILE", files.progress.string());
+  const auto r = run_elastic({"-np", "2", "--min-np", "2", "--max-np", std::to_string(max_np),
+                              "--host-discovery-script", files.script.string(), KOLO_ELASTIC_WORKER_PATH,
+                              std::to_string(steps)},
+                             90s, env);
+  add_host.join();
+  EXPECT_TRUE(r.exited && r.exit_code == 0) << r.out << r.err;
+  std::set<int> workers;
+  for (int w = 0; w < max_np; ++w) workers.insert(w);
+  expect_finished_alike(r, workers, max_np, steps);
+  return r;
+}
+
+// The reset times ("at T") of workers 0 and 1 into a job of `size`.
+std::vector<long long> first_workers_resets(const RunResult& r, int size) {
+  const std::regex reset("worker [01] reset at step \\d+: rank \\d of " + std::to_string(size) + " at (\\d+)");
+  std::vector<long long> times;
+  for (std::sregex_iterator it(r.err.begin(), r.err.end(), reset), end; it != end; ++it)
+    times.push_back(std::stoll((*it)[1]));
+  return times;
+}
+
 // A discovery script that adds a host (another name of this machine) brings two
 // workers; the running ones reset at the same step and the newcomers take their
 // state.
 TEST(KolorunElasticDiscovery, NewSlotsBringWorkersThatTakeTheSurvivorsState) {
-  const DiscoveryFiles files("kolo-elastic", "localhost:2\n");
-  std::thread add_host([&] {
-    wait_for_step(files.progress, 20);
-    std::ofstream(files.hosts, std::ios::app) << "127.0.0.1:2\n";
-  });
-  const auto r = run_elastic({"-np", "2", "--min-np", "2", "--max-np", "4", "--host-discovery-script",
-                              files.script.string(), KOLO_ELASTIC_WORKER_PATH, "300"},
-                             90s, {{"KOLO_TEST_PROGRESS_FILE", files.progress.string()}});
-  add_host.join();
-  ASSERT_TRUE(r.exited && r.exit_code == 0) << r.out << r.err;
-  expect_finished_alike(r, {0, 1, 2, 3}, 4, 300);
+  const auto r = run_with_a_host_added("kolo-elastic", "127.0.0.1:2", 4, 300);
   // The two first workers reset at one step.
   const std::regex reset(R"(worker ([01]) reset at step (\d+): rank \d of 4)");
   std::set<std::string> steps;
@@ -230,25 +253,39 @@ TEST(KolorunElasticDiscovery, NewSlotsBringWorkersThatTakeTheSurvivorsState) {
 // not hold the others up: it is taken into the job once it waits to join, so
 // the running workers reset after its init() began, not before.
 TEST(KolorunElasticDiscovery, ASlowJoinerDoesNotPauseTheOthers) {
-  const DiscoveryFiles files("kolo-elastic-slow", "localhost:2\n");
-  std::thread add_host([&] {
-    wait_for_step(files.progress, 20);
-    std::ofstream(files.hosts, std::ios::app) << "127.0.0.1:1\n";
-  });
-  const auto r = run_elastic({"-np", "2", "--min-np", "2", "--max-np", "3", "--host-discovery-script",
-                              files.script.string(), KOLO_ELASTIC_WORKER_PATH, "400"},
-                             90s,
-                             {{"KOLO_TEST_PROGRESS_FILE", files.progress.string()}, {"KOLO_TEST_SLOW_START", "2 3000"}});
-  add_host.join();
-  ASSERT_TRUE(r.exited && r.exit_code == 0) << r.out << r.err;
-  expect_finished_alike(r, {0, 1, 2}, 3, 400);
+  const auto r = run_with_a_host_added("kolo-elastic-slow", "127.0.0.1:1", 3, 400, {{"KOLO_TEST_SLOW_START", "2 3000"}});
   std::smatch init;
   ASSERT_TRUE(std::regex_search(r.err, init, std::regex(R"(worker 2 calls init at (\d+))"))) << r.err;
-  const std::regex reset(R"(worker ([01]) reset at step \d+: rank \d of 3 at (\d+))");
-  int resets = 0;
-  for (std::sregex_iterator it(r.err.begin(), r.err.end(), reset), end; it != end; ++it, ++resets)
-    EXPECT_GE(std::stoll((*it)[2]), std::stoll(init[1])) << "worker " << (*it)[1] << " waited for the joiner: " << r.err;
-  EXPECT_EQ(resets, 2) << r.err;
+  const auto resets = first_workers_resets(r, 3);
+  EXPECT_EQ(resets.size(), 2u) << r.err;
+  for (long long t : resets) EXPECT_GE(t, std::stoll(init[1])) << "a worker waited for the joiner: " << r.err;
+}
+
+// A joiner's init() returns before the job takes it in, with the place it is
+// planned to have; the others train on while it builds its model (3 s here)
+// and reset only once it reaches its first collective. Its plan holds, so its
+// state is not reset.
+TEST(KolorunElasticDiscovery, AJoinerBuildsItsModelBeforeTheOthersPause) {
+  const auto r = run_with_a_host_added("kolo-elastic-model", "127.0.0.1:1", 3, 400, {{"KOLO_TEST_SLOW_MODEL", "2 3000"}});
+  std::smatch planned;
+  ASSERT_TRUE(std::regex_search(r.err, planned, std::regex(R"(worker 2 planned as rank (\d+) of (\d+) at (\d+))")))
+      << r.err;
+  EXPECT_EQ(planned[1], "2") << r.err;
+  EXPECT_EQ(planned[2], "3") << r.err;
+  const auto resets = first_workers_resets(r, 3);
+  EXPECT_EQ(resets.size(), 2u) << r.err;
+  for (long long t : resets)
+    EXPECT_GE(t, std::stoll(planned[3]) + 3000) << "a worker waited for the joiner's model: " << r.err;
+  EXPECT_EQ(r.err.find("worker 2 reset"), std::string::npos) << "the joiner's plan held: " << r.err;
+}
+
+// Two joiners at once: each planned its place without the other, so the later
+// one (worker 3, rank 3 of 4 in the end) finds its plan wrong and resets its
+// state when it is taken in, before its first sync.
+TEST(KolorunElasticDiscovery, AJoinerWhosePlanFailsResetsBeforeItsFirstSync) {
+  const auto r = run_with_a_host_added("kolo-elastic-plan", "127.0.0.1:2", 4, 400, {{"KOLO_TEST_SLOW_MODEL", "2 1500"}});
+  EXPECT_NE(r.err.find("worker 3 planned as rank 2 of 3"), std::string::npos) << r.err;
+  EXPECT_TRUE(std::regex_search(r.err, std::regex(R"(worker 3 reset at step \d+: rank 3 of 4)"))) << r.err;
 }
 
 // Horovod's scenario of hosts added then removed: sizes 2, 4, 2. The first host

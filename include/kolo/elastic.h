@@ -32,6 +32,17 @@ bool enabled();
 // KOLO_ELASTIC_TIMEOUT.
 void reset();
 
+// A new worker (kolorun started it for a slot the job gained) is not taken in
+// at init(): init() returns at once with the place the worker is planned to
+// have (rank(), size(), local_rank() as they will most likely be), so that the
+// others go on training while it builds its model. It says it is ready, and
+// waits for the job to re-form with it, at its first collective or here,
+// whichever comes first; run() calls this before its first sync. True when the
+// place it got differs from the plan (workers joined or left meanwhile): what
+// was built from rank() and size() must be reset, and run() calls on_reset().
+// False, at once, in every other case.
+bool admit();
+
 // True when the job has a newer membership (workers were added) and this rank
 // must reset. Every rank that has completed the same collectives gives the same
 // answer, so all of them reset at the same step; it runs no collective.
@@ -96,7 +107,9 @@ class State {
 std::uint64_t digest(const void* data, std::size_t size);
 std::vector<bool> differ_from_rank_0(const std::vector<std::uint64_t>& digests, const std::string& name);
 
-// Runs `train` until it returns: syncs the state first; an error of the job
+// Runs `train` until it returns: takes a new worker in (admit(), then
+// on_reset() when its place is not the planned one) and syncs the state
+// first; an error of the job
 // (any kolo::Error but InvalidArgumentError and MismatchError, which are the
 // program's) restores the last commit, resets and runs it again; a
 // HostsUpdatedInterrupt resets and runs it again from where the state is.

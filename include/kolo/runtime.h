@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,10 @@ int local_size();
 // cross rank for local rank 0 processes).
 int cross_rank();
 int cross_size();
+// Whether every host runs as many ranks, where this rank knows every rank's
+// host without asking (an elastic job's membership, a world of some ranks);
+// nullopt elsewhere (kolo.torch then asks the ranks once, in init()).
+std::optional<bool> hosts_alike();
 
 // Starts writing a timeline (a Chrome trace of every operation's phases) to
 // `path` on rank 0 (on every rank, as <name>.rank<r>.json, with

@@ -135,6 +135,11 @@ PYBIND11_MODULE(_kolo, m) {
     kolo::elastic::reset();
   });
   m.def("_elastic_hosts_updated", &kolo::elastic::hosts_updated);
+  m.def("_hosts_alike", &kolo::hosts_alike);
+  m.def("_elastic_admit", [] {
+    py::gil_scoped_release released;
+    return kolo::elastic::admit();
+  });
   m.def("_elastic_differ_from_rank_0", [](const std::vector<std::uint64_t>& digests, const std::string& name) {
     py::gil_scoped_release released;
     return kolo::elastic::differ_from_rank_0(digests, name);

@@ -27,7 +27,7 @@ bool enabled() { return bootstrap::elastic_worker().has_value(); }
 
 void reset() {
   int blamed = -1;
-  if (kolo::is_initialized()) {
+  if (kolo::is_initialized() && !runtime::is_planned()) {
     auto engine = runtime::engine();
     blamed = blamed_rank(*engine);
     // Still running (this rank resets on its own): the others' pending operations
@@ -49,7 +49,9 @@ void reset() {
   }
 }
 
-bool hosts_updated() { return enabled() && runtime::engine()->membership_changed(); }
+bool hosts_updated() { return enabled() && !runtime::is_planned() && runtime::engine()->membership_changed(); }
+
+bool admit() { return enabled() && kolo::is_initialized() && runtime::admit(); }
 
 void State::check_host_updates() {
   if (hosts_updated()) throw HostsUpdatedInterrupt(false);
@@ -65,6 +67,7 @@ void State::on_reset() {
 }
 
 void run(State& state, const std::function<void()>& train) {
+  if (admit()) state.on_reset();
   bool skip_sync = false;
   for (;;) {
     try {

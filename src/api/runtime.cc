@@ -17,6 +17,7 @@
 #include "api/naming.h"
 #include "api/process_set_table.h"
 #include "bootstrap/bootstrap.h"
+#include "bootstrap/communicator_choice.h"
 #include "bootstrap/elastic_join.h"
 #include "bootstrap/world.h"
 #include "common/job_names.h"
@@ -30,6 +31,9 @@ struct Session {
   explicit Session(bootstrap::Job j) : job(std::move(j)) {}
 
   bootstrap::Job job;
+  // A new worker of an elastic job before the job takes it in: `job` holds its
+  // planned place (bootstrap::plan_elastic_join), and there is no engine yet.
+  bool planned = false;
   engine::EngineConfig config;
   std::shared_ptr<engine::Engine> engine;
   ProcessSetTable sets;
@@ -91,12 +95,21 @@ int g_generation = 0;
 std::atomic<std::uint64_t> g_sessions_started{0};
 
 // Everything init() does, outside g_mutex (only one init() runs at a time).
-std::unique_ptr<Session> start_session(const std::optional<std::vector<int>>& world_ranks, int blamed_rank) {
+// `may_plan`: a new elastic worker gets a planned session (Session::planned).
+std::unique_ptr<Session> start_session(const std::optional<std::vector<int>>& world_ranks, int blamed_rank,
+                                       bool may_plan) {
   // Every setting, also those read only later or by transports this job does not
   // use: a bad value fails here, not in the middle of training.
   settings::check_declared();
   detail::tune_allocator_for_training();
   reset_auto_names();
+  if (const auto worker = bootstrap::elastic_worker(); worker && may_plan && !world_ranks) {
+    if (auto plan = bootstrap::plan_elastic_join(*worker)) {
+      auto session = std::make_unique<Session>(bootstrap::Job::of(std::move(*plan), -1, nullptr));
+      session->planned = true;
+      return session;
+    }
+  }
   auto session = std::make_unique<Session>(bootstrap::Job::join(g_generation, world_ranks, blamed_rank));
   const Topology& t = session->job.topology();
   detail::warn_about_unknown_settings();  // after join(), whose log lines name the rank
@@ -120,12 +133,42 @@ std::unique_ptr<Session> start_session(const std::optional<std::vector<int>>& wo
 
 void shutdown_at_exit() { kolo::shutdown(); }
 
-// The running session. Requires g_mutex (in `lock`).
-Session& current(std::unique_lock<std::mutex>& lock) {
+// The session, planned or running. Requires g_mutex (in `lock`).
+Session& existing(std::unique_lock<std::mutex>& lock) {
   if (g_forked) throw ShutdownError("kolo: " + forked_message());
   await_init(lock);
   if (!g_session) throw ShutdownError("kolo is not initialized: call kolo::init() first");
   return *g_session;
+}
+
+// Replaces a planned session with a running one: the worker says it is ready
+// and waits for the job to take it in, outside g_mutex (as init() does). When
+// that fails, kolo is not initialized any more. Requires g_mutex (in `lock`).
+Session& admit_planned(std::unique_lock<std::mutex>& lock) {
+  g_initializing = true;
+  std::unique_ptr<Session> planned = std::move(g_session);
+  lock.unlock();
+  std::unique_ptr<Session> session;
+  try {
+    session = start_session(std::nullopt, -1, false);
+  } catch (...) {
+    lock.lock();
+    g_initializing = false;
+    g_init_done.notify_all();
+    throw;
+  }
+  lock.lock();
+  g_session = std::move(session);
+  g_sessions_started.fetch_add(1, std::memory_order_relaxed);
+  g_initializing = false;
+  g_init_done.notify_all();
+  return *g_session;
+}
+
+// The running session, a planned one admitted first. Requires g_mutex (in `lock`).
+Session& current(std::unique_lock<std::mutex>& lock) {
+  Session& session = existing(lock);
+  return session.planned ? admit_planned(lock) : session;
 }
 
 }  // namespace
@@ -148,6 +191,21 @@ SessionView session() {
   return SessionView{&s.job, &s.config, &s.sets};
 }
 
+bool is_planned() {
+  std::unique_lock lock(g_mutex);
+  return existing(lock).planned;
+}
+
+bool admit() {
+  std::unique_lock lock(g_mutex);
+  Session& session = existing(lock);
+  if (!session.planned) return false;
+  const Topology plan = session.job.topology();
+  const Topology& t = admit_planned(lock).job.topology();
+  return t.rank != plan.rank || t.size != plan.size || t.local_rank != plan.local_rank ||
+         t.local_size != plan.local_size || t.cross_rank != plan.cross_rank || t.cross_size != plan.cross_size;
+}
+
 void check_not_forked() {
   if (g_forked.load(std::memory_order_relaxed)) throw ShutdownError("kolo: " + forked_message());
 }
@@ -167,7 +225,7 @@ void init_session(const std::optional<std::vector<int>>& world_ranks, int blamed
   }
   std::unique_ptr<Session> session;
   try {
-    session = start_session(world_ranks, blamed_rank);
+    session = start_session(world_ranks, blamed_rank, true);
   } catch (...) {
     std::lock_guard lock(g_mutex);
     g_initializing = false;
@@ -207,7 +265,7 @@ void shutdown() {
   }
   // Outside the lock: the engine's thread may still complete handles whose waiters
   // call into the API.
-  if (!session) return;
+  if (!session || session->planned) return;
   session->membership_watch.reset();
   for (auto& set : session->sets.take_all())
     if (set.engine) set.engine->shutdown();
@@ -223,7 +281,8 @@ bool is_initialized() {
 
 namespace {
 // Requires g_mutex (in `lock`).
-const Topology& topology(std::unique_lock<std::mutex>& lock) { return current(lock).job.topology(); }
+// A planned session's is its plan.
+const Topology& topology(std::unique_lock<std::mutex>& lock) { return existing(lock).job.topology(); }
 
 template <class Field>
 int topology_field(Field field) {
@@ -238,10 +297,22 @@ int local_rank() { return topology_field([](const Topology& t) { return t.local_
 int local_size() { return topology_field([](const Topology& t) { return t.local_size; }); }
 int cross_rank() { return topology_field([](const Topology& t) { return t.cross_rank; }); }
 int cross_size() { return topology_field([](const Topology& t) { return t.cross_size; }); }
+std::optional<bool> hosts_alike() {
+  std::unique_lock lock(g_mutex);
+  return topology(lock).hosts_alike;
+}
 
 std::string backend() { return runtime::engine()->backend(); }
 
-bool works_in_shared_buffers() { return runtime::engine()->works_in_shared_buffers(); }
+bool works_in_shared_buffers() {
+  {
+    std::unique_lock lock(g_mutex);
+    const Session& session = existing(lock);
+    // Asked while a model is built: a new elastic worker answers for its plan.
+    if (session.planned) return shares_buffers(session.job.topology());
+  }
+  return runtime::engine()->works_in_shared_buffers();
+}
 
 void start_timeline(const std::string& path) {
   if (path.empty()) throw InvalidArgumentError("start_timeline needs a file path");

@@ -31,6 +31,13 @@ SessionView session();
 // none known); an elastic job's kolorun hears it (bootstrap::Job::join).
 void init_after_failure(int blamed_rank);
 
+// True while this process is a new elastic worker that the job has not taken in
+// (its init() returned with a planned place, bootstrap::plan_elastic_join).
+bool is_planned();
+// Takes a planned worker into the job (it says it is ready and waits): true
+// when its place differs from the plan. False, at once, for any other session.
+bool admit();
+
 // Throws ShutdownError in a process forked from one where kolo was initialized:
 // such a child inherits no session (runtime.cc), and what it inherited (pending
 // operations' handles) must not wait on the parent's engine.

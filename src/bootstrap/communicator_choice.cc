@@ -276,6 +276,17 @@ std::unique_ptr<comm::Communicator> make_set_communicator(const Topology& t, int
   return make_hierarchy(network, t, store, options, std::move(h), std::move(flat));
 }
 
+bool shares_buffers(const Topology& t) {
+  if (t.size == 1 || comm::ps::PsSettings::from_env().servers > 0) return false;
+  switch (backend_from_env()) {
+    case Backend::Shm: return true;
+    case Backend::Auto:
+      return !(started_by_mpirun(t.launcher) && t.whole_job() && comm::mpi_available()) &&
+             !hierarchical_from_env().value_or(t.cross_size > 1) && t.cross_size == 1;
+    default: return false;
+  }
+}
+
 std::unique_ptr<comm::Communicator> make_communicator(const Topology& t, int generation, store::StoreClient* store) {
   // Checked in a job of one too, which chooses no transport: the same settings
   // must not pass at one rank and fail at two.

@@ -30,6 +30,11 @@
 
 namespace kolo {
 
+// Whether make_communicator(topology, ...) would give a communicator that works
+// in shared buffers (shared memory between every rank), without making one: for
+// a new elastic worker, which learns its communicator only once it is taken in.
+bool shares_buffers(const Topology& topology);
+
 // `generation` counts init() calls (names must be fresh for each session);
 // `store` is the job's rendezvous store client, null when the job has none; it
 // must outlive the communicator.

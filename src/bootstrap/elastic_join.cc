@@ -117,11 +117,34 @@ std::optional<int> elastic_worker() {
   return static_cast<int>(kElasticWorker.integer(0));
 }
 
+namespace {
+std::unique_ptr<store::StoreClient> connect_to(const Topology& base) {
+  auto address = store::parse_store_address(base.store_addr);
+  return store::StoreClient::connect(address.host, address.port, base.secret, comm::kStartTimeout.seconds());
+}
+}  // namespace
+
+std::optional<Topology> plan_elastic_join(int worker) {
+  if (g_last_joined >= 0) return std::nullopt;
+  Topology t = elastic_base();
+  const milliseconds timeout = kElasticTimeout.seconds();
+  auto store = connect_to(t);
+  const int generation = read_generation(*store, elastic::kLatestKey, timeout);
+  elastic::Membership plan =
+      elastic::decode_membership(text_of(store->get(elastic::membership_key(generation), timeout)), generation);
+  if (plan.rank_of(worker) >= 0) return std::nullopt;
+  plan.members.push_back(elastic::Member{worker, kHostname.text()});
+  plan.members = elastic::in_rank_order(std::move(plan.members));
+  t.rank = plan.rank_of(worker);
+  t.size = static_cast<int>(plan.members.size());
+  place_on_hosts(t, plan.host_indices());
+  return t;
+}
+
 ElasticJoin join_elastic(int worker, int blamed_rank) {
   Topology base = elastic_base();
   const milliseconds timeout = kElasticTimeout.seconds();
-  auto address = store::parse_store_address(base.store_addr);
-  auto store = store::StoreClient::connect(address.host, address.port, base.secret, comm::kStartTimeout.seconds());
+  auto store = connect_to(base);
   for (;;) {
     int generation = read_generation(*store, elastic::kLatestKey, timeout);
     if (generation <= g_last_joined) {

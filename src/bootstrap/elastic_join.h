@@ -31,4 +31,13 @@ struct ElasticJoin {
 // removed this worker from the job, TimeoutError when no generation forms.
 ElasticJoin join_elastic(int worker, int blamed_rank);
 
+// What a new worker (one that joined no generation yet and is not in the newest)
+// will most likely be once the job takes it in: the newest membership with this
+// worker added on its host (KOLO_HOSTNAME), in rank order. Its init() returns
+// with this plan and it says it is ready only at its first collective, so that
+// the others train on while it builds its model (runtime.cc). The plan is wrong
+// when other workers are taken in with it or leave meanwhile. nullopt for a
+// worker that is not new.
+std::optional<Topology> plan_elastic_join(int worker);
+
 }  // namespace kolo::bootstrap

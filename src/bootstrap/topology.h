@@ -1,6 +1,7 @@
 // Where this process stands in the job, as its launcher told it.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,9 @@ struct Topology {
   // ranks. Such a world is not MPI_COMM_WORLD.
   std::vector<int> job_ranks;
   bool whole_job() const { return job_ranks.empty(); }
+  // Whether every host runs as many of these ranks, where this rank learned
+  // every rank's host (an elastic membership, a world); nullopt elsewhere.
+  std::optional<bool> hosts_alike;
 };
 
 // Reads the launcher's environment: KOLO_* (kolorun; KOLO_LAUNCHER=mpirun for

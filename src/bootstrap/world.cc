@@ -64,6 +64,9 @@ void place_on_hosts(Topology& t, const std::vector<int>& hosts) {
   t.cross_rank = static_cast<int>(std::find(host_order.begin(), host_order.end(), my_host) - host_order.begin());
   t.local_rank = static_cast<int>(std::count(hosts.begin(), hosts.begin() + t.rank, my_host));
   t.local_size = static_cast<int>(std::count(hosts.begin(), hosts.end(), my_host));
+  t.hosts_alike = std::all_of(host_order.begin(), host_order.end(), [&](int h) {
+    return std::count(hosts.begin(), hosts.end(), h) == t.local_size;
+  });
 }
 
 std::string job_id_of(const Topology& t) {

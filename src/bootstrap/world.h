@@ -30,7 +30,8 @@ std::string world_name(const std::vector<int>& ranks);
 Topology world_topology(const Topology& job, const std::vector<int>& ranks, const std::vector<int>& hosts);
 
 // Sets t's local and cross ranks and sizes from `hosts`, a host index for each of
-// its ranks (t.rank among them), as world_topology() numbers them.
+// its ranks (t.rank among them), as world_topology() numbers them, and
+// t.hosts_alike.
 void place_on_hosts(Topology& t, const std::vector<int>& hosts);
 
 // The job's id for a world's topology (world_topology adds the world's name to

@@ -20,6 +20,9 @@
 // KOLO_TEST_SLOW_START="FROM MS": workers FROM and later sleep MS ms before
 // init() (a joiner's slow start, as importing torch is), then say on stderr
 // "worker W calls init at T".
+// KOLO_TEST_SLOW_MODEL="FROM MS": workers FROM and later say on stderr "worker W
+// planned as rank R of N at T" once init() returns, then sleep MS ms before
+// run() (a joiner building its model).
 // Each reset is said on stderr: "worker W reset at step S: rank R of N at T".
 // T: milliseconds of CLOCK_MONOTONIC, one clock for every process of the host.
 // KOLO_TEST_PROCESS_SET: a process set of every rank, made again after each reset
@@ -114,6 +117,15 @@ int main(int argc, char** argv) {
     }
   }
   kolo::init();
+  if (const char* slow = std::getenv("KOLO_TEST_SLOW_MODEL")) {
+    int from = 0, delay_ms = 0;
+    if (std::sscanf(slow, "%d %d", &from, &delay_ms) == 2 && worker >= from) {
+      std::fprintf(stderr, "worker %d planned as rank %d of %d at %lld\n", worker, kolo::rank(), kolo::size(),
+                   now_ms());
+      std::fflush(stderr);
+      std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+    }
+  }
   ModelState state;
   // KOLO_TEST_PROCESS_SET: a set of every rank, made at the start and again
   // after each reset, where the old one must be refused.

@@ -51,8 +51,13 @@ def _is_empty_list(comm):
 
 
 def _all_hosts_alike():
-    """Whether every host runs as many ranks: one small allgather, in init(),
-    which every rank calls, so that is_homogeneous() is a local query."""
+    """Whether every host runs as many ranks: what the engine knows (an elastic
+    job's membership, a world's hosts), else one small allgather, in init(),
+    which every rank calls, so that is_homogeneous() is a local query. An
+    elastic job runs no collective here: a joining worker's init() returns
+    before the job takes it in, and its answer is its plan's until then."""
+    if _kolo._hosts_alike() is not None:
+        return None  # is_homogeneous() asks the engine
     from kolo.torch.functions import allgather_object
     return len(set(allgather_object(_kolo.local_size(), name='kolo.is_homogeneous'))) == 1
 
@@ -108,7 +113,8 @@ def is_homogeneous():
     """True when every host runs the same number of ranks (a local query)."""
     if not _kolo.is_initialized():
         raise ValueError('Horovod has not been initialized; use hvd.init().')
-    return _session['homogeneous']
+    known = _kolo._hosts_alike()
+    return known if known is not None else _session['homogeneous']
 
 
 def start_timeline(file_path, mark_cycles=False):

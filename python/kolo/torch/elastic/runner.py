@@ -22,8 +22,10 @@ def run(func):
     func. When func raises a HorovodInternalError (a rank failed), every rank
     restores its last commit, resets to the job's new membership and calls func
     again; a HostsUpdatedInterrupt (from state.commit()) resets without
-    restoring. The script runs no collective between init() and this call: a
-    rank that joins runs that code while the others wait in the sync."""
+    restoring. A worker that joins a running job is taken in here (or at its
+    first collective, if that comes first): its init() returned with its planned
+    rank and size, and the others trained on while it built its model. When its
+    place differs from the plan, state.on_reset() runs before the sync."""
     if not callable(func):
         raise TypeError(f'kolo.torch.elastic.run decorates a function, not {func!r}')
 
@@ -32,6 +34,9 @@ def run(func):
         if not isinstance(state, State):
             raise TypeError(f'{getattr(func, "__name__", "the function")} decorated with kolo.torch.elastic.run '
                             f'takes a kolo.torch.elastic State first, not {type(state).__name__}')
+        admit = getattr(_kolo, '_elastic_admit', None)
+        if admit is not None and admit():
+            state.on_reset()  # a new worker whose place is not the planned one
         skip_sync = False
         while True:
             try:
