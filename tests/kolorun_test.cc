@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <regex>
@@ -171,6 +172,43 @@ TEST_F(KolorunTest, EachRankSeesWhatHorovodrunWouldSet) {
   auto out = lines_of(result.out);
   EXPECT_EQ(std::set<std::string>(out.begin(), out.end()),
             (std::set<std::string>{"[0]<stdout>:0/2/0/2/0/1/host", "[1]<stdout>:1/2/1/2/0/1/host"}));
+}
+
+// kolorun asks glibc for transparent huge pages in every rank
+// (plan/rank_environment.cc), after the user's own tunables, unless
+// KOLO_TUNE_MALLOC is off or the user chose.
+std::string rank_tunables(const std::vector<std::string>& env) {
+  std::vector<std::string> argv{"env", "-u", "GLIBC_TUNABLES"};
+  argv.insert(argv.end(), env.begin(), env.end());
+  for (auto& arg : kolo::testing::kolorun_command(
+           KOLORUN_PATH, {"--no-tag-output", "-np", "1", "sh", "-c", "echo \"<$GLIBC_TUNABLES>\""}))
+    argv.push_back(arg);
+  auto result = kolo::testing::run_command(argv, 10s);
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  return result.out;
+}
+
+TEST_F(KolorunTest, RanksAskGlibcForHugePagesUnlessTold) {
+  EXPECT_EQ(rank_tunables({}), "<glibc.malloc.hugetlb=1>\n");
+  EXPECT_EQ(rank_tunables({"GLIBC_TUNABLES=glibc.malloc.arena_max=2"}),
+            "<glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1>\n");
+  EXPECT_EQ(rank_tunables({"GLIBC_TUNABLES=glibc.malloc.hugetlb=0"}), "<glibc.malloc.hugetlb=0>\n");
+  EXPECT_EQ(rank_tunables({"KOLO_TUNE_MALLOC=0"}), "<>\n");
+  EXPECT_EQ(rank_tunables({"KOLO_TUNE_MALLOC=off"}), "<>\n");
+}
+
+// And glibc follows: a rank's 64 MiB block is backed by huge pages.
+TEST_F(KolorunTest, ARanksLargeBlockIsBackedByHugePages) {
+  std::ifstream mode_file("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string mode((std::istreambuf_iterator<char>(mode_file)), std::istreambuf_iterator<char>());
+  if (mode.find("[never]") != std::string::npos || mode.empty())
+    GTEST_SKIP() << "transparent huge pages are off on this machine";
+  const std::string program =
+      "b = bytearray(64 << 20)\n"
+      "print([l.split()[1] for l in open('/proc/self/smaps_rollup') if l.startswith('AnonHugePages')][0])\n";
+  auto result = run_kolorun({"--no-tag-output", "-np", "1", "/usr/bin/python3", "-c", program});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_GE(std::stol(result.out), 32 << 10) << "kB of huge pages: " << result.out;
 }
 
 TEST_F(KolorunTest, SlotsOfHostsGiveTheRankCount) {

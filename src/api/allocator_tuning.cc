@@ -13,7 +13,8 @@ constexpr int kMmapThreshold = 32 << 20;  // glibc's largest allowed value on 64
 constexpr int kTrimThreshold = 1 << 30;
 
 KOLO_SETTING(kTuneMalloc, {.name = "KOLO_TUNE_MALLOC", .kind = settings::Kind::Flag, .fallback = "1",
-                           .doc = "init() keeps large blocks on glibc's heap and does not trim it"});
+                           .doc = "init() keeps large blocks on glibc's heap and does not trim it; kolorun asks "
+                                  "glibc for huge pages"});
 
 }  // namespace
 

@@ -9,6 +9,8 @@
 // time spent in the kernel, and two workers fight over memory bandwidth for it.
 // Keeping blocks up to 32 MiB on the heap (glibc's maximum for the threshold)
 // and not trimming below 1 GiB makes the pages stay mapped.
+// kolorun also asks glibc for transparent huge pages in the ranks (a tunable
+// read at a process's start: tools/kolorun/plan/rank_environment.cc).
 #pragma once
 
 namespace kolo::detail {

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <utility>
 
+#include "common/env.h"
+#include "kolo/error.h"
 #include "launch_error.h"
 
 namespace kolorun {
@@ -52,6 +54,27 @@ void add_host_variables(Variables& vars, const std::string& host, const JobIdent
   if (auto address = job.host_addresses.find(host); address != job.host_addresses.end())
     vars.emplace_back("KOLO_HOST_ADDR", address->second);
   if (!job.network_interface.empty()) vars.emplace_back("KOLO_IFACE", job.network_interface);
+}
+
+// glibc's allocator backs its heap and large blocks with transparent huge pages
+// (where the system's setting is madvise or always), unless KOLO_TUNE_MALLOC
+// is off or GLIBC_TUNABLES already says. A tunable is read only when the
+// process starts, so kolorun sets it; init() does the rest of the tuning
+// (src/api/allocator_tuning.h). A process touches fresh memory a page at a
+// time: on a VM each 4 KiB fault costs about 12 us, and a worker that joins an
+// elastic job, or any first step, spends most of its time there; with 2 MiB
+// pages the same memory is ready several times faster.
+void add_allocator_tunables(Variables& vars, const std::vector<std::string>& base) {
+  if (const auto tune = lookup(base, "KOLO_TUNE_MALLOC")) {
+    try {
+      if (!kolo::env::parse_bool(*tune, "KOLO_TUNE_MALLOC")) return;
+    } catch (const kolo::InvalidArgumentError&) {
+      return;  // each rank's init() refuses the value, naming it
+    }
+  }
+  const std::string tunables = lookup(base, "GLIBC_TUNABLES").value_or("");
+  if (tunables.find("glibc.malloc.hugetlb") != std::string::npos) return;
+  vars.emplace_back("GLIBC_TUNABLES", tunables + (tunables.empty() ? "" : ":") + "glibc.malloc.hugetlb=1");
 }
 
 // `base` without the variables kolorun sets, then kolorun's.
@@ -102,6 +125,7 @@ std::vector<std::string> make_rank_environment(const std::vector<std::string>& b
       {"KOLO_CPU_BIND", job.cpu_binding},
   };
   add_host_variables(kolo_vars, rank.host, job);
+  add_allocator_tunables(kolo_vars, base);
   if (job.num_servers > 0) kolo_vars.emplace_back("KOLO_NUM_SERVERS", std::to_string(job.num_servers));
   if (!job.flight_dir.empty()) kolo_vars.emplace_back("KOLO_FLIGHT_RECORDER_DIR", job.flight_dir);
   // What horovodrun sets, for scripts written for Horovod that read it.
@@ -131,6 +155,7 @@ std::vector<std::string> make_worker_environment(const std::vector<std::string>&
       {"KOLO_CPU_BIND", "none"},
   };
   add_host_variables(kolo_vars, host, job);
+  add_allocator_tunables(kolo_vars, base);
   if (!job.flight_dir.empty()) kolo_vars.emplace_back("KOLO_FLIGHT_RECORDER_DIR", job.flight_dir);
   return laid_over(without_rank_identity(base), kolo_vars);
 }
@@ -149,6 +174,7 @@ std::vector<std::string> make_server_environment(const std::vector<std::string>&
       {"KOLO_LAUNCHER", job.launcher},
   };
   add_host_variables(kolo_vars, host, job);
+  add_allocator_tunables(kolo_vars, base);
   return laid_over(without_rank_identity(base), kolo_vars);
 }
 
