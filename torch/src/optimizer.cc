@@ -35,6 +35,7 @@
 #include <cmath>
 #include <exception>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -149,6 +150,7 @@ class DistributedOptimizer::State : public std::enable_shared_from_this<State> {
     // compressed gradients travel in copies anyway.
     buckets_wanted_ = options_.compression == Compression::None && !options_.compressor && kolo::is_initialized() &&
                       kolo::size() > 1 && kolo::works_in_shared_buffers();
+    if (buckets_wanted_) make_bucket_memory();
   }
 
   ~State() {
@@ -424,6 +426,18 @@ class DistributedOptimizer::State : public std::enable_shared_from_this<State> {
     return slot.place;
   }
 
+  // Each dtype's bucket, sized for every parameter and written once, made with
+  // the optimizer: a process touches fresh memory a page at a time, and a
+  // worker that joins an elastic job builds its optimizer before the job takes
+  // it in, so its first step (which the others wait for) does not pay for it.
+  void make_bucket_memory() {
+    for (const Slot& slot : slots_) bucket_memory_[slot.param.scalar_type()].count += slot.param.numel();
+    for (auto& [dtype, memory] : bucket_memory_) {
+      memory.tensor = detail::from_buffer(Buffer::shareable(to_kolo_dtype(dtype), Shape{memory.count}));
+      memory.tensor.zero_();
+    }
+  }
+
   void lay_out_buckets() {
     laid_out_ = true;
     std::vector<c10::ScalarType> dtypes;
@@ -436,7 +450,10 @@ class DistributedOptimizer::State : public std::enable_shared_from_this<State> {
       for (std::size_t index : start_order_) {
         if (slots_[index].param.scalar_type() == dtype) total += slots_[index].param.numel();
       }
-      const at::Tensor bucket = detail::from_buffer(Buffer::shareable(to_kolo_dtype(dtype), Shape{total}));
+      const auto made = bucket_memory_.find(dtype);
+      const at::Tensor bucket = made != bucket_memory_.end() && made->second.count >= total
+                                    ? made->second.tensor
+                                    : detail::from_buffer(Buffer::shareable(to_kolo_dtype(dtype), Shape{total}));
       std::int64_t offset = 0;
       for (std::size_t index : start_order_) {
         Slot& slot = slots_[index];
@@ -454,6 +471,7 @@ class DistributedOptimizer::State : public std::enable_shared_from_this<State> {
         }
       }
     }
+    bucket_memory_.clear();
   }
 
   std::mutex mutex_;
@@ -465,6 +483,11 @@ class DistributedOptimizer::State : public std::enable_shared_from_this<State> {
   // Gradient buckets (see the top of this file): wanted, and laid out yet.
   bool buckets_wanted_ = false;
   bool laid_out_ = false;
+  struct BucketMemory {
+    std::int64_t count = 0;
+    at::Tensor tensor;
+  };
+  std::map<c10::ScalarType, BucketMemory> bucket_memory_;  // until the buckets are laid out
   std::vector<std::size_t> start_order_;  // slots in the order their first allreduces started
   std::uint64_t agreed_session_ = 0;       // the session whose ranks agreed on the compressor
 };

@@ -8,7 +8,12 @@ order, and each p.grad becomes a view of its place in the bucket. Backward then
 accumulates into the views (zero_grad() zeroes them in place), and a fused batch
 of consecutive gradients is one buffer on every rank. A gradient that is no
 longer a view (the user assigned p.grad, or set it to None) is moved back into
-its place before it is reduced."""
+its place before it is reduced.
+
+The buckets' memory is made, and written once, when the optimizer is: a
+process touches fresh memory a page at a time, and a worker that joins an
+elastic job builds its optimizer before the job takes it in, so its first
+step (which the others wait for) does not pay for it."""
 
 import torch
 
@@ -16,10 +21,20 @@ from kolo.torch import _kolo
 
 
 class GradientBuckets:
-    def __init__(self):
+    def __init__(self, params):
+        """params: those whose gradients may be reduced (every dtype's bucket
+        holds them all; the first step's order decides their places)."""
         self._order = []    # parameters in the order their gradients were first reduced
         self._recorded = set()
         self._views = None  # parameter -> the view of its bucket its gradient lives in, once laid out
+        counts, like = {}, {}
+        for p in params:
+            counts[p.dtype] = counts.get(p.dtype, 0) + p.numel()
+            like.setdefault(p.dtype, p)
+        self._memory = {}   # dtype -> its bucket, written once so that its pages are in
+        for dtype, count in counts.items():
+            self._memory[dtype] = _kolo.shareable_zeros(count, like[dtype])
+            self._memory[dtype].zero_()
 
     def place(self, p):
         """Called with p.grad (dense) just before its allreduce starts."""
@@ -40,13 +55,17 @@ class GradientBuckets:
         for p in self._order:
             by_dtype.setdefault(p.dtype, []).append(p)
         views = {}
-        for params in by_dtype.values():
-            bucket = _kolo.shareable_zeros(sum(p.numel() for p in params), params[0])
+        for dtype, params in by_dtype.items():
+            count = sum(p.numel() for p in params)
+            bucket = self._memory.pop(dtype, None)
+            bucket = bucket.narrow(0, 0, count) if bucket is not None and bucket.numel() >= count \
+                else _kolo.shareable_zeros(count, params[0])
             offset = 0
             for p in params:
                 views[p] = bucket.narrow(0, offset, p.numel()).view(p.shape)
                 offset += p.numel()
         self._views = views
+        self._memory = {}
         for p, view in views.items():
             _move_into(p, view)
 

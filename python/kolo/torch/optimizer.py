@@ -86,7 +86,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._buckets = None
         if (process_set.size() > 1 and compression is Compression.none and self._compressor is None
                 and _kolo.works_in_shared_buffers()):
-            self._buckets = GradientBuckets()
+            self._buckets = GradientBuckets([p for p in all_params if p.requires_grad])
         if process_set.size() > 1 and process_set.included():
             self._register_hooks()
 
