@@ -29,7 +29,10 @@ Further cases, for the other targets of elastic mode, run when --cases names the
       random phase of a step. Measured: the survivors' pause (their last update
       before the change to their first step after it, less a steady step), whether
       they rolled back, and the joiner's first step after its init() returned
-      and after it called run() (model, optimizer and TorchState built).
+      and after it called run() (model, optimizer and TorchState built). The
+      pause's target is the state's bytes over the link plus 0.5 s; the link's
+      time for the state is measured at the end of the trial: every worker
+      broadcasts the state's tensors from rank 0 (median of 3, the slowest worker).
       The job trains until --steps-after steps ran at 4 workers.
   kolo-steady-elastic, kolo-steady-plain
       no event: the same job with --min-np 3, and without (not elastic); their
@@ -129,8 +132,8 @@ def read_records(directory):
                 rows.append((kind, float(t), int(step), int(rank), int(size), int(gen)))
             elif kind == 'start':
                 rows.append(('start', float(values[0])))
-            elif kind == 'memcpy':
-                rows.append(('memcpy', float(values[0]), float(values[1])))
+            elif kind in ('memcpy', 'broadcast'):
+                rows.append((kind, float(values[0]), float(values[1])))
             else:
                 t, rank, size, gen = values
                 rows.append((kind, float(t), int(rank), int(size), int(gen)))
@@ -170,7 +173,7 @@ class Trial:
         worker_args = ['--dir', self.dir, '--layers', str(a.layers), '--width', str(a.width), '--batch',
                        str(a.batch), '--steps', str(self.total_steps()), '--threads', str(a.threads)]
         if self.case == 'kolo-add-worker':
-            worker_args += ['--full-size', str(NP), '--steps-at-full-size', str(a.steps_after)]
+            worker_args += ['--full-size', str(NP), '--steps-at-full-size', str(a.steps_after), '--time-broadcast']
         if self.case == 'kolo-commit':
             worker_args += ['--copy-every-step']
         kolo_worker = [PYTHON, WORKER, 'kolo', *worker_args]
@@ -386,7 +389,10 @@ class Trial:
             pauses.append(new[0][1] - last_trained[1] - common['steady_step'])
             rolled_back |= new[0][2] != last_trained[2] + 1
         state_bytes = 2 * 4 * self.args.layers * (self.args.width * self.args.width + self.args.width)
-        return dict(common, pause=max(pauses), joiner_init_to_step=joiner_first[1] - init,
+        # The link's time for the state: its broadcast from rank 0 at the end, every tensor once.
+        broadcast = max((r[2] for rows in records.values() for r in rows if r[0] == 'broadcast'), default=math.nan)
+        return dict(common, pause=max(pauses), state_broadcast=broadcast,
+                    pause_over_budget=max(pauses) - (broadcast + 0.5), joiner_init_to_step=joiner_first[1] - init,
                     joiner_ready_to_step=joiner_first[1] - ready,
                     add_to_joiner_step=joiner_first[1] - t_add, rolled_back=int(rolled_back),
                     state_mib=state_bytes / 2**20, size_after=joiner_first[4],
@@ -536,6 +542,8 @@ def summarize(results, cases):
                   f'{"joiner: init() to its first step":<34} {" ".join(stats(ok, "joiner_init_to_step"))}',
                   f'{"joiner: run() to its first step":<34} {" ".join(stats(ok, "joiner_ready_to_step"))}',
                   f'{"hosts file changed to its step":<34} {" ".join(stats(ok, "add_to_joiner_step"))}',
+                  f'{"the state broadcast (the link)":<34} {" ".join(stats(ok, "state_broadcast"))}',
+                  f'{"pause less (broadcast + 0.5 s)":<34} {" ".join(stats(ok, "pause_over_budget"))}',
                   f'survivors rolled back: {sum(r.get("rolled_back", 0) for r in ok)} of {len(ok)} trials; '
                   f'state {med(ok, "state_mib", 0)} MiB (model and momentum)']
     steady_cases = [c for c in ('kolo-steady-elastic', 'kolo-steady-plain') if c in cases]
@@ -572,7 +580,8 @@ def write_outputs(results, cases, args, summary, header):
     os.makedirs(args.out, exist_ok=True)
     keys = ['trial', 'case', 'recovery', 'recovery_less_step_before', 'fastest_worker', 'first_step', 'steady_step',
             'steady_step_after', 'subtracted', 'detect', 'restored', 'reset', 'synced', 'pause',
-            'joiner_init_to_step', 'joiner_ready_to_step', 'add_to_joiner_step', 'rolled_back', 'state_mib', 'commit', 'memcpy',
+            'joiner_init_to_step', 'joiner_ready_to_step', 'add_to_joiner_step', 'state_broadcast',
+            'pause_over_budget', 'rolled_back', 'state_mib', 'commit', 'memcpy',
             'commit_ratio', 'size_after', 'workers_after', 'phase', 'kill_syscall', 'startup', 'wall', 'load',
             'launcher_rc', 'error']
     with open(os.path.join(args.out, 'trials.csv'), 'w', newline='') as f:

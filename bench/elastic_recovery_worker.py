@@ -6,6 +6,8 @@ CLOCK_MONOTONIC and so one clock for every process of the host):
 
     start    T PID                      the process started (before importing torch)
     init     T RANK SIZE GEN            kolo: hvd.init() returned (a joiner: it is a member)
+    broadcast T SECONDS                 kolo, --time-broadcast: after training, the state's tensors
+                                        broadcast from rank 0 (median of 3)
     memcpy   T SECONDS                  kolo: after step 1, one copy of the state's tensors into others
                                         (median of 5), what a commit is compared with; with
                                         --copy-every-step one copy after every commit instead
@@ -54,6 +56,8 @@ def parse_args():
                              '(a job that waits for a worker to join)')
     parser.add_argument('--steps-at-full-size', type=int, default=0)
     parser.add_argument('--threads', type=int, default=1, help='torch threads per worker')
+    parser.add_argument('--time-broadcast', action='store_true',
+                        help='kolo: after training, time a broadcast of the state from rank 0 (a broadcast line)')
     parser.add_argument('--copy-every-step', action='store_true',
                         help='kolo: after every commit, also time one copy of the state into tensors of its own '
                              '(a memcpy line a step)')
@@ -150,6 +154,15 @@ def run_kolo(args, log):
 
     log.write('ready', time.monotonic(), *where())
     train(state)
+    if args.time_broadcast:
+        tensors = state_tensors(torch, model, optimizer)
+        seconds = []
+        for round_ in range(3):
+            t0 = time.monotonic()
+            for i, tensor in enumerate(tensors):
+                hvd.broadcast_(tensor, 0, name=f'bench.broadcast.{round_}.{i}')
+            seconds.append(time.monotonic() - t0)
+        log.write('broadcast', time.monotonic(), sorted(seconds)[1])
 
 
 def run_torchrun(args, log):
