@@ -206,20 +206,23 @@ struct DiscoveryFiles {
 
 // Runs kolo_elastic_worker for `steps` steps on 2 workers of localhost (up to
 // `max_np`); once rank 0 passed step 20 the discovery script also lists
-// `added` ("127.0.0.1:N"). `env`: more variables for the workers. Checks that
-// the job ended well with `max_np` workers trained alike.
+// `added` ("127.0.0.1:N"). `env`: more variables for the workers; `faults`:
+// the worker's FAULT WORKER STEP arguments. Checks that the job ended well
+// with `max_np` workers trained alike.
 RunResult run_with_a_host_added(const std::string& name, const std::string& added, int max_np, int steps,
-                                kolo::testing::Subprocess::Environment env = {}) {
+                                kolo::testing::Subprocess::Environment env = {},
+                                const std::vector<std::string>& faults = {}) {
   const DiscoveryFiles files(name, "localhost:2\n");
   std::thread add_host([&] {
     wait_for_step(files.progress, 20);
     std::ofstream(files.hosts, std::ios::app) << added << "\n";
   });
   env.emplace_back("KOLO_TEST_PROGRESS_FILE", files.progress.string());
-  const auto r = run_elastic({"-np", "2", "--min-np", "2", "--max-np", std::to_string(max_np),
-                              "--host-discovery-script", files.script.string(), KOLO_ELASTIC_WORKER_PATH,
-                              std::to_string(steps)},
-                             90s, env);
+  std::vector<std::string> args{"-np", "2", "--min-np", "2", "--max-np", std::to_string(max_np),
+                                "--host-discovery-script", files.script.string(), KOLO_ELASTIC_WORKER_PATH,
+                                std::to_string(steps)};
+  args.insert(args.end(), faults.begin(), faults.end());
+  const auto r = run_elastic(args, 90s, env);
   add_host.join();
   EXPECT_TRUE(r.exited && r.exit_code == 0) << r.out << r.err;
   std::set<int> workers;
@@ -286,6 +289,18 @@ TEST(KolorunElasticDiscovery, AJoinerWhosePlanFailsResetsBeforeItsFirstSync) {
   const auto r = run_with_a_host_added("kolo-elastic-plan", "127.0.0.1:2", 4, 400, {{"KOLO_TEST_SLOW_MODEL", "2 1500"}});
   EXPECT_NE(r.err.find("worker 3 planned as rank 2 of 3"), std::string::npos) << r.err;
   EXPECT_TRUE(std::regex_search(r.err, std::regex(R"(worker 3 reset at step \d+: rank 3 of 4)"))) << r.err;
+}
+
+// A joiner that arrives while the others broadcast the state to an earlier one
+// (Horovod's joiner stuck in the broadcast): worker 2 is taken in, worker 0
+// sleeps 3 s inside that sync, and worker 3 says it is ready 1.5 s into it.
+// The sync ends, and worker 3 is taken in at the next commit.
+TEST(KolorunElasticDiscovery, AJoinerArrivingDuringTheStateBroadcastIsTakenInAfterIt) {
+  const auto r = run_with_a_host_added("kolo-elastic-late", "127.0.0.1:2", 4, 400,
+                                       {{"KOLO_TEST_SLOW_MODEL", "2 0 1500"}}, {"sync-sleep", "0", "20"});
+  EXPECT_NE(r.err.find("fault: sleep"), std::string::npos) << r.err;
+  EXPECT_TRUE(std::regex_search(r.err, std::regex(R"(worker 0 reset at step \d+: rank 0 of 3)"))) << r.err;
+  EXPECT_TRUE(std::regex_search(r.err, std::regex(R"(worker 0 reset at step \d+: rank 0 of 4)"))) << r.err;
 }
 
 // Horovod's scenario of hosts added then removed: sizes 2, 4, 2. The first host

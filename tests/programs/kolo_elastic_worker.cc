@@ -10,6 +10,7 @@
 //   kill   - SIGKILLs itself;
 //   stop   - SIGSTOPs itself (a stall its peers time out on);
 //   throw  - throws a PeerFailureError of its own (kolo::elastic::run resets);
+//   sleep  - sleeps 3 s (a slow step, or with sync- a slow state broadcast);
 //   sync-exit, sync-kill, ... - the same inside the state's sync (between its
 //            two broadcasts), at the first sync at or after step STEP;
 //   save-exit, save-kill, ... - inside the commit of step STEP (half saved);
@@ -20,9 +21,10 @@
 // KOLO_TEST_SLOW_START="FROM MS": workers FROM and later sleep MS ms before
 // init() (a joiner's slow start, as importing torch is), then say on stderr
 // "worker W calls init at T".
-// KOLO_TEST_SLOW_MODEL="FROM MS": workers FROM and later say on stderr "worker W
-// planned as rank R of N at T" once init() returns, then sleep MS ms before
-// run() (a joiner building its model).
+// KOLO_TEST_SLOW_MODEL="FROM MS [MORE]": workers FROM and later say on stderr
+// "worker W planned as rank R of N at T" once init() returns, then sleep MS ms
+// (and MORE ms for each worker after FROM) before run() (a joiner building its
+// model).
 // Each reset is said on stderr: "worker W reset at step S: rank R of N at T".
 // T: milliseconds of CLOCK_MONOTONIC, one clock for every process of the host.
 // KOLO_TEST_PROCESS_SET: a process set of every rank, made again after each reset
@@ -86,6 +88,7 @@ void do_fault(const std::string& how) {
   if (how == "kill") ::raise(SIGKILL);
   if (how == "stop") ::raise(SIGSTOP);
   if (how == "throw") throw kolo::PeerFailureError(-1, "the worker's own test fault");
+  if (how == "sleep") std::this_thread::sleep_for(std::chrono::seconds(3));
 }
 
 }  // namespace
@@ -118,12 +121,12 @@ int main(int argc, char** argv) {
   }
   kolo::init();
   if (const char* slow = std::getenv("KOLO_TEST_SLOW_MODEL")) {
-    int from = 0, delay_ms = 0;
-    if (std::sscanf(slow, "%d %d", &from, &delay_ms) == 2 && worker >= from) {
+    int from = 0, delay_ms = 0, more_ms = 0;
+    if (std::sscanf(slow, "%d %d %d", &from, &delay_ms, &more_ms) >= 2 && worker >= from) {
       std::fprintf(stderr, "worker %d planned as rank %d of %d at %lld\n", worker, kolo::rank(), kolo::size(),
                    now_ms());
       std::fflush(stderr);
-      std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+      std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms + (worker - from) * more_ms));
     }
   }
   ModelState state;
