@@ -1,7 +1,7 @@
 // The extension module kolo.torch._kolo: session control, what was built, the
 // exceptions, and the collectives (operations.cc).
 #include "binding.h"
-#include "api/fail.h"
+#include "kolo/internal/fail.h"
 #include "kolo/elastic.h"
 #include "kolo/error.h"
 #include "kolo/process_set.h"

@@ -5,7 +5,7 @@
 
 #include <string_view>
 
-#include "api/naming.h"
+#include "kolo/internal/naming.h"
 
 namespace kolo::python {
 namespace {

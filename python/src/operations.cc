@@ -8,14 +8,14 @@
 
 #include <utility>
 
-#include "api/blocking.h"
+#include "kolo/internal/blocking.h"
 #include "binding.h"
 #include "kolo/collectives.h"
 #include "kolo/error.h"
 #include "kolo/process_set.h"
 #include "kolo/torch/collectives.h"
 #include "kolo/torch/elastic.h"
-#include "tensor_view.h"
+#include "kolo/torch/internal/tensor_view.h"
 
 namespace kolo::python {
 namespace {

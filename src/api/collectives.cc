@@ -7,8 +7,8 @@
 #include <cmath>
 #include <utility>
 
-#include "api/blocking.h"
-#include "api/naming.h"
+#include "kolo/internal/blocking.h"
+#include "kolo/internal/naming.h"
 #include "api/runtime.h"
 #include "common/tensor_bytes.h"
 #include "engine/engine.h"

@@ -1,4 +1,4 @@
-#include "api/fail.h"
+#include "kolo/internal/fail.h"
 
 #include "api/runtime.h"
 #include "kolo/error.h"

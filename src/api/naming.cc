@@ -1,4 +1,4 @@
-#include "api/naming.h"
+#include "kolo/internal/naming.h"
 
 #include <mutex>
 #include <unordered_map>

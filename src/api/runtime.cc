@@ -14,7 +14,7 @@
 #include "api/allocator_tuning.h"
 #include "api/known_settings.h"
 #include "api/membership_watch.h"
-#include "api/naming.h"
+#include "kolo/internal/naming.h"
 #include "api/process_set_table.h"
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/communicator_choice.h"

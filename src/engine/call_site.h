@@ -1,4 +1,4 @@
-// The call site of an operation the user did not name: api/naming.h names it
+// The call site of an operation the user did not name: kolo/internal/naming.h names it
 // "<op>@<file>:<line>:<column>#<n>", n counting that site's submissions on this
 // rank. Threads that submit from one site at the same time take their numbers in
 // the order they arrive, which differs between ranks, so the same name would pair

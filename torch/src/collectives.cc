@@ -11,7 +11,7 @@
 #include <utility>
 
 #include "kolo/error.h"
-#include "tensor_view.h"
+#include "kolo/torch/internal/tensor_view.h"
 
 namespace kolo::torch {
 

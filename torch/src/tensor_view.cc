@@ -6,7 +6,7 @@
 
 #include "kolo/error.h"
 #include "kolo/torch/collectives.h"
-#include "tensor_view.h"
+#include "kolo/torch/internal/tensor_view.h"
 
 namespace kolo::torch {
 

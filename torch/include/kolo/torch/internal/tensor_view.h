@@ -1,4 +1,5 @@
-// Internal helpers shared by the kolo::torch sources.
+// Helpers shared by the kolo::torch sources and the Python binding.
+// Internal to kolo::torch and kolo.torch, not a stable API.
 #pragma once
 
 #include <ATen/core/Tensor.h>

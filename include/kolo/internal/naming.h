@@ -1,4 +1,5 @@
 // Names for operations the user did not name.
+// Internal to kolo and its bindings (kolo.torch), not a stable API.
 #pragma once
 
 #include <source_location>

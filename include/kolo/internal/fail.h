@@ -1,4 +1,5 @@
 // A rank's program ending by an error, told to the other ranks.
+// Internal to kolo and its bindings (kolo.torch), not a stable API.
 #pragma once
 
 #include <string>

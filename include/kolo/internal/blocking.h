@@ -1,4 +1,5 @@
 // The blocking collectives up to their wait, for callers that wait their own way.
+// Internal to kolo and its bindings (kolo.torch), not a stable API.
 //
 // Each runs what the blocking call in kolo/collectives.h runs (the engine's express
 // path when it applies, an ordinary submission otherwise) and returns instead of
