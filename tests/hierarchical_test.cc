@@ -21,6 +21,7 @@
 
 #include "bootstrap/communicator_choice.h"
 #include "bootstrap/topology.h"
+#include "comm/gloo/gloo_communicator.h"
 #include "harness/fake_hosts.h"
 #include "harness/multiprocess.h"
 #include "harness/shareable_files.h"

@@ -1,5 +1,5 @@
 // How the two TCP communicators (gloo's transport, and kolo's own sockets) are
-// set up from a GlooGroup and a GlooNetwork, on real processes and loopback: the
+// set up from a MeshGroup and a MeshNetwork, on real processes and loopback: the
 // address from KOLO_HOST_ADDR, an unusable interface, a rank that never comes.
 // Their collectives and failure contract are the communicator suites'
 // (communicator_suite_test.cc, communicator_failures_test.cc).
@@ -46,17 +46,17 @@ class NetworkSetup : public ::testing::TestWithParam<Transport> {
     if (GetParam() == Transport::Gloo && !gloo_available()) GTEST_SKIP() << "built with KOLO_WITH_GLOO=OFF";
   }
 
-  std::unique_ptr<GlooCommunicator> make(const GlooGroup& group, store::StoreClient& store, const GlooNetwork& network,
+  std::unique_ptr<MeshCommunicator> make(const MeshGroup& group, store::StoreClient& store, const MeshNetwork& network,
                                          const CommunicatorOptions& options) const {
     if (GetParam() == Transport::Tcp)
       return make_tcp_communicator(group, store, network, options, std::getenv("KOLO_SECRET"));
     return make_gloo_communicator(group, store, network, options);
   }
 
-  Member join(GlooNetwork network = {}) const {
+  Member join(MeshNetwork network = {}) const {
     Member m;
     m.store = testing::connect_job_store();
-    m.comm = make(GlooGroup{env_int("KOLO_RANK"), env_int("KOLO_SIZE"), "setup-test/", {}, {}}, *m.store, network, {});
+    m.comm = make(MeshGroup{env_int("KOLO_RANK"), env_int("KOLO_SIZE"), "setup-test/", {}, {}}, *m.store, network, {});
     return m;
   }
 };
@@ -68,7 +68,7 @@ TEST_P(NetworkSetup, BindsToTheAddressGivenByKoloHostAddr) {
   testing::SpawnOptions options;
   options.env = {{"KOLO_HOST_ADDR", "127.0.0.1"}};
   testing::run_ranks(3, [this](int) {
-    auto m = join(GlooNetwork::from_env(false));
+    auto m = join(MeshNetwork::from_env(false));
     int value = m.comm->rank() + 1;
     m.comm->allreduce(&value, &value, 1, DataType::Int32, ReduceOp::Sum);
     EXPECT_EQ(value, 6);
@@ -78,10 +78,10 @@ TEST_P(NetworkSetup, BindsToTheAddressGivenByKoloHostAddr) {
 TEST_P(NetworkSetup, UnusableAddressIsAClearError) {
   testing::run_ranks(2, [this](int) {
     auto store = testing::connect_job_store();
-    GlooNetwork network;
+    MeshNetwork network;
     network.iface = "kolo-no-such-if0";
     try {
-      make(GlooGroup{env_int("KOLO_RANK"), 2, "bad-iface/", {}, {}}, *store, network, {});
+      make(MeshGroup{env_int("KOLO_RANK"), 2, "bad-iface/", {}, {}}, *store, network, {});
       ADD_FAILURE() << "no error";
     } catch (const InvalidArgumentError& e) {
       EXPECT_NE(std::string(e.what()).find("KOLO_IFACE=kolo-no-such-if0"), std::string::npos) << e.what();
@@ -96,7 +96,7 @@ TEST_P(NetworkSetup, RankThatNeverComesIsATimeout) {
     CommunicatorOptions options;
     options.connect_timeout = 1s;
     auto start = Clock::now();
-    EXPECT_THROW(make(GlooGroup{0, 2, "never/", {}, {}}, *store, {}, options), TimeoutError);
+    EXPECT_THROW(make(MeshGroup{0, 2, "never/", {}, {}}, *store, {}, options), TimeoutError);
     EXPECT_LT(Clock::now() - start, 10s);
   });
 }
@@ -133,7 +133,7 @@ TEST(NetworkInterfaceAddress, LinkLocalAddressesArePassedOver) {
     ASSERT_GE(ns, 0);
     ASSERT_EQ(::setns(ns, CLONE_NEWNET), 0);
     ::close(ns);
-    GlooNetwork network;
+    MeshNetwork network;
     network.iface = "ll0";
     try {
       const ListenAddress address = listen_address(network);

@@ -249,7 +249,7 @@ TEST(PsFailures, ProtocolBreakersAreNamed) {
       comm::CommunicatorOptions options;
       auto workers = comm::make_shm_communicator(1, 2, std::string(std::getenv("KOLO_JOB_ID")) + "-0", options,
                                                  std::getenv("KOLO_SECRET"));
-      comm::tcp::Mesh mesh(comm::ps::server_group(0, 1, 2, 2), *store, comm::GlooNetwork{}, options, std::getenv("KOLO_SECRET"));
+      comm::tcp::Mesh mesh(comm::ps::server_group(0, 1, 2, 2), *store, comm::MeshNetwork{}, options, std::getenv("KOLO_SECRET"));
       // Rank 0 pushes 100 floats to be summed as they are.
       comm::ps::PushHeader push{comm::ps::Kind::Push, DataType::Float32, ReduceOp::Sum, 0, 0, 100};
       if (breach == Breach::OtherCount) push.count = 101;

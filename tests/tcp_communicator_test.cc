@@ -275,7 +275,7 @@ std::vector<std::uint8_t> pattern(std::size_t n, int seed) {
 TEST(TcpReadAhead, MessagesOfUnknownLengthHandTheBytesReadPastThemToTheNextOnes) {
   testing::run_ranks(2, [](int rank) {
     auto store = connect_job_store();
-    GlooGroup group;
+    MeshGroup group;
     group.rank = rank;
     group.size = 2;
     group.key_prefix = "tcp-read-ahead/";

@@ -61,7 +61,7 @@ Pair connect_pair(const net::Fd& listener, const std::string& host) {
 // control of each rank's socket.
 std::string mesh_congestion(int rank, const std::string& prefix, const std::string& setting, int cores = 2) {
   auto store = testing::connect_job_store();
-  GlooGroup group;
+  MeshGroup group;
   group.rank = rank;
   group.size = 2;
   group.key_prefix = prefix;

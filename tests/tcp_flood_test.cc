@@ -154,7 +154,7 @@ TEST(TcpFlood, OutOfDescriptorsTheAcceptLoopWaitsInsteadOfSpinning) {
 TEST(TcpFlood, ARankWhoseHandshakeIsCutConnectsAgain) {
   run_ranks(2, [](int rank) {
     auto store = connect_job_store();
-    comm::GlooGroup group;
+    comm::MeshGroup group;
     group.rank = rank;
     group.size = 2;
     group.key_prefix = kTcpPrefix;

@@ -68,11 +68,11 @@ std::string generation_prefix(int generation) { return "comm/" + std::to_string(
 // One failure verdict for every communicator of the job generation.
 std::string verdict_prefix(int generation) { return generation_prefix(generation) + "failure/"; }
 
-std::unique_ptr<comm::GlooCommunicator> make_network(Network network, const comm::GlooGroup& group,
+std::unique_ptr<comm::MeshCommunicator> make_network(Network network, const comm::MeshGroup& group,
                                                      const Topology& t, store::StoreClient* store,
                                                      const comm::CommunicatorOptions& options) {
   auto& client = require_store(store, "kolo's TCP communicator");
-  const auto addresses = comm::GlooNetwork::from_env(t.cross_size == 1);
+  const auto addresses = comm::MeshNetwork::from_env(t.cross_size == 1);
   if (network == Network::Tcp) return comm::make_tcp_communicator(group, client, addresses, options, t.secret);
   return comm::make_gloo_communicator(group, client, addresses, options);
 }
@@ -81,9 +81,9 @@ std::string network_prefix(Network network, int generation) {
   return generation_prefix(generation) + (network == Network::Tcp ? "tcp/" : "gloo/");
 }
 
-std::unique_ptr<comm::GlooCommunicator> make_flat(Network network, const Topology& t, int generation,
+std::unique_ptr<comm::MeshCommunicator> make_flat(Network network, const Topology& t, int generation,
                                                   store::StoreClient* store, const comm::CommunicatorOptions& options) {
-  comm::GlooGroup group;
+  comm::MeshGroup group;
   group.rank = t.rank;
   group.size = t.size;
   group.key_prefix = network_prefix(network, generation) + "world/";
@@ -125,7 +125,7 @@ struct Hierarchy {
 
 std::unique_ptr<comm::Communicator> make_hierarchy(Network network, const Topology& t, store::StoreClient* store,
                                                    const comm::CommunicatorOptions& options, Hierarchy h,
-                                                   std::unique_ptr<comm::GlooCommunicator> flat) {
+                                                   std::unique_ptr<comm::MeshCommunicator> flat) {
   const int L = h.layout.local_size, local_rank = h.layout.local_rank;
   std::unique_ptr<comm::Communicator> local;
   if (L == 1) {
@@ -139,7 +139,7 @@ std::unique_ptr<comm::Communicator> make_hierarchy(Network network, const Topolo
                                         host_options, t.secret);
   }
   // Same-local-rank peers, one per host.
-  comm::GlooGroup cross_group;
+  comm::MeshGroup cross_group;
   cross_group.rank = h.layout.cross_rank;
   cross_group.size = h.layout.cross_size;
   cross_group.key_prefix = h.keys + "cross" + std::to_string(local_rank) + "/";
@@ -255,7 +255,7 @@ std::unique_ptr<comm::Communicator> make_set_communicator(const Topology& t, int
   // KOLO_BACKEND=gloo, composed with shared memory inside each host where the
   // world would be.
   const Network network = backend == Backend::Gloo ? Network::Gloo : Network::Tcp;
-  comm::GlooGroup group;
+  comm::MeshGroup group;
   group.rank = index;
   group.size = size;
   group.key_prefix = generation_prefix(generation) + set_name + "/" + (network == Network::Tcp ? "tcp/" : "gloo/");
@@ -302,7 +302,7 @@ std::unique_ptr<comm::Communicator> make_communicator(const Topology& t, int gen
     const std::string workers = comm->name();
     comm = comm::ps::make_ps_communicator(std::move(comm), generation, ps,
                                           require_store(store, "parameter-server mode (KOLO_NUM_SERVERS)"),
-                                          comm::GlooNetwork::from_env(t.cross_size == 1), options, t.secret);
+                                          comm::MeshNetwork::from_env(t.cross_size == 1), options, t.secret);
     if (t.rank == 0)
       KOLO_LOG(Info, "communicator: allreduce through " << ps.servers << " parameter server(s), the rest over "
                                                         << workers << " (" << t.size << " workers on "

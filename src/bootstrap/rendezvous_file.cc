@@ -13,7 +13,7 @@
 #include <sstream>
 #include <thread>
 
-#include "comm/gloo/gloo_communicator.h"
+#include "comm/mesh/mesh_communicator.h"
 #include "common/logging.h"
 #include "kolo/error.h"
 #include "net/host_name.h"

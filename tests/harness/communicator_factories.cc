@@ -26,8 +26,8 @@ HostShape flat(int ranks) { return {.per_host = ranks, .hosts = 1}; }
 
 bool always() { return true; }
 
-comm::GlooGroup whole_job(const char* prefix) {
-  comm::GlooGroup group;
+comm::MeshGroup whole_job(const char* prefix) {
+  comm::MeshGroup group;
   group.rank = env_int("KOLO_RANK");
   group.size = env_int("KOLO_SIZE");
   group.key_prefix = prefix;

@@ -63,7 +63,7 @@ inline std::unique_ptr<comm::Communicator> make_counted_inner(int rank, int size
   store::StoreClient& store = *stores.back();
   // Every rank makes its engines in the same order, so this names the same mesh on each.
   static int meshes = 0;
-  comm::GlooGroup group;
+  comm::MeshGroup group;
   group.rank = rank;
   group.size = size;
   group.key_prefix = "counted/" + job_id + "/" + std::to_string(meshes++) + "/";

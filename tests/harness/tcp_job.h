@@ -24,9 +24,9 @@ namespace kolo::testing {
 
 inline constexpr const char* kTcpPrefix = "tcp-test/";
 
-inline std::unique_ptr<comm::GlooCommunicator> join_tcp(store::StoreClient& store, int rank, int size,
+inline std::unique_ptr<comm::MeshCommunicator> join_tcp(store::StoreClient& store, int rank, int size,
                                                         comm::CommunicatorOptions options = {}) {
-  comm::GlooGroup group;
+  comm::MeshGroup group;
   group.rank = rank;
   group.size = size;
   group.key_prefix = kTcpPrefix;

@@ -53,7 +53,7 @@ kolo::comm::ps::ServerSetup setup_from_env() {
   s.secret = store::kSecret.text();
   s.options.peer_timeout = comm::kPeerTimeout.seconds(s.options.peer_timeout);
   s.options.connect_timeout = comm::kStartTimeout.seconds(s.options.connect_timeout);
-  s.network = comm::GlooNetwork::from_env(env::get_int_in(kCrossSize.name, 1, 1, 1 << 20) == 1);
+  s.network = comm::MeshNetwork::from_env(env::get_int_in(kCrossSize.name, 1, 1, 1 << 20) == 1);
   return s;
 }
 

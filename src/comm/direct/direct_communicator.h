@@ -9,7 +9,7 @@
 
 #include "comm/direct/direct_collectives.h"
 #include "comm/direct/failure_state.h"
-#include "comm/gloo/gloo_communicator.h"
+#include "comm/mesh/mesh_communicator.h"
 #include "kolo/error.h"
 
 namespace kolo::comm::direct {
@@ -17,7 +17,7 @@ namespace kolo::comm::direct {
 // Mesh: a direct::Links with abort(reason), fail_from_outside(job_rank, message)
 // and fail_locally(exception_ptr) (which closes it and rethrows).
 template <typename Mesh>
-class DirectCommunicator : public GlooCommunicator {
+class DirectCommunicator : public MeshCommunicator {
  public:
   // `tuning`: the transport's defaults, which <tuning_prefix>_* settings override.
   template <typename... MeshArgs>

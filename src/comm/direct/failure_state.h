@@ -12,7 +12,7 @@
 #include <mutex>
 #include <string>
 
-#include "comm/gloo/failure_verdict.h"
+#include "comm/mesh/failure_verdict.h"
 #include "kolo/error.h"
 
 namespace kolo::comm::direct {

@@ -5,7 +5,7 @@
 #include <gloo/transport/tcp/pair.h>
 #include <gloo/transport/tcp/unbound_buffer.h>
 
-#include "comm/gloo/failure_verdict.h"
+#include "comm/mesh/failure_verdict.h"
 #include "common/logging.h"
 
 namespace kolo::comm::gloo_impl {

@@ -24,8 +24,8 @@ void keep_sigpipe_from_ending_the_rank() {
 
 bool gloo_available() { return true; }
 
-std::unique_ptr<GlooCommunicator> make_gloo_communicator(const GlooGroup& group, store::StoreClient& store,
-                                                         const GlooNetwork& network,
+std::unique_ptr<MeshCommunicator> make_gloo_communicator(const MeshGroup& group, store::StoreClient& store,
+                                                         const MeshNetwork& network,
                                                          const CommunicatorOptions& options) {
   keep_sigpipe_from_ending_the_rank();
   return std::make_unique<direct::DirectCommunicator<gloo_impl::Mesh>>("gloo", "KOLO_GLOO", direct::Tuning{}, group,

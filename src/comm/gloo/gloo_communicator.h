@@ -2,82 +2,16 @@
 // on the transport of Debian's libgloo (its full-mesh rendezvous, TCP pairs and
 // unbound buffers). kolo's own algorithms run on top (comm/direct/direct_collectives.h), so
 // that reductions give the same bits as the shared-memory communicator and a
-// failure names the rank at fault. No gloo header leaks out of src/comm/gloo.
+// failure names the rank at fault. No gloo header leaks out of src/comm/gloo,
+// and nothing outside it but the communicator choice includes this one.
 #pragma once
 
 #include <memory>
-#include <string>
-#include <vector>
 
-#include "comm/communicator.h"
+#include "comm/mesh/mesh_communicator.h"
 #include "store/store.h"
 
 namespace kolo::comm {
-
-// Where this rank's TCP endpoints listen (peers connect to that address).
-struct GlooNetwork {
-  // An address of this host the peers can reach (KOLO_HOST_ADDR); wins over iface.
-  std::string host_addr;
-  // A network interface whose address to use (KOLO_IFACE).
-  std::string iface;
-  // Every rank of the job runs on this host: loopback serves when neither is set.
-  bool all_local = true;
-
-  // KOLO_HOST_ADDR and KOLO_IFACE from the environment.
-  static GlooNetwork from_env(bool all_local);
-};
-
-// kolorun chooses them for each host's ranks; the rendezvous file's store listens
-// on KOLO_HOST_ADDR too.
-extern const settings::Setting kHostAddr, kIface;
-
-// The address a rank listens on for `network` (a numeric address or a host name
-// the peers resolve), and where it came from, for errors.
-struct ListenAddress {
-  std::string host;
-  std::string source;
-};
-// InvalidArgumentError for an interface without an address, or a job across
-// hosts whose host name resolves to loopback only.
-ListenAddress listen_address(const GlooNetwork& network);
-
-// One set of ranks joined by a full mesh of TCP connections.
-struct GlooGroup {
-  int rank = 0;
-  int size = 1;
-  // Rendezvous keys of this group live under it; unique per job, init() generation
-  // and group (e.g. "comm/0/gloo/world/").
-  std::string key_prefix;
-  // The job rank of each group rank, for errors and verdicts; empty when the
-  // group is the whole job.
-  std::vector<int> job_ranks;
-  // Where the job-wide failure verdict lives (failure_verdict.h); shared by every
-  // communicator of the job generation. Empty: key_prefix + "failure/".
-  std::string verdict_prefix;
-  // The group's first `servers` members are parameter servers (comm/ps), not
-  // ranks of the job: they connect only to the other members (workers) and
-  // those only to them, a star instead of a full mesh. Messages name them
-  // "server <i>". Only kolo's own TCP mesh builds stars.
-  int servers = 0;
-
-  // The job rank of a member; -1 for a server.
-  int job_rank(int group_rank) const;
-  // "rank 3" or "server 1", as messages name the member.
-  std::string member_name(int group_rank) const;
-  // Whether members a and b have a connection of their own.
-  bool linked(int a, int b) const { return a != b && (servers == 0 || (a < servers) != (b < servers)); }
-};
-
-// A TCP communicator (gloo's, or kolo's own: comm/tcp/tcp_communicator.h), plus
-// what a composition needs to spread a failure that it learned elsewhere.
-class GlooCommunicator : public Communicator {
- public:
-  // Declares the communicator failed because job rank `job_rank` failed (as
-  // `message` explains): records the verdict and closes every connection at once,
-  // so that peers waiting on this rank wake and name that rank. Later calls throw
-  // PeerFailureError. Never throws; call it from the thread that runs the collectives.
-  virtual void fail_peer(int job_rank, const std::string& message) = 0;
-};
 
 // False when kolo was built with KOLO_WITH_GLOO=OFF.
 bool gloo_available();
@@ -88,7 +22,7 @@ bool gloo_available();
 // communicator. Errors name job ranks. Errors: InvalidArgumentError (bad rank/size, unusable address or
 // interface), TimeoutError (a member did not show up within connect_timeout),
 // PeerFailureError (a member failed while connecting).
-std::unique_ptr<GlooCommunicator> make_gloo_communicator(const GlooGroup& group, store::StoreClient& store,
-                                                     const GlooNetwork& network, const CommunicatorOptions& options);
+std::unique_ptr<MeshCommunicator> make_gloo_communicator(const MeshGroup& group, store::StoreClient& store,
+                                                     const MeshNetwork& network, const CommunicatorOptions& options);
 
 }  // namespace kolo::comm

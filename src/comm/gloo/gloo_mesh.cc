@@ -13,7 +13,7 @@
 namespace kolo::comm::gloo_impl {
 namespace {
 
-std::shared_ptr<::gloo::transport::Device> make_device(const GlooNetwork& network) {
+std::shared_ptr<::gloo::transport::Device> make_device(const MeshNetwork& network) {
   const ListenAddress address = listen_address(network);
   ::gloo::transport::tcp::attr attr;
   attr.hostname = address.host;
@@ -29,7 +29,7 @@ bool contains(const std::string& text, const char* part) { return text.find(part
 
 }  // namespace
 
-Mesh::Mesh(const GlooGroup& group, store::StoreClient& store, const GlooNetwork& network,
+Mesh::Mesh(const MeshGroup& group, store::StoreClient& store, const MeshNetwork& network,
            const CommunicatorOptions& options)
     : group_(group),
       rank_(group.rank),

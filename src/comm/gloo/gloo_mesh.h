@@ -31,14 +31,14 @@
 #include "comm/direct/failure_state.h"
 #include "comm/direct/point_to_point.h"
 #include "comm/gloo/connection_watch.h"
-#include "comm/gloo/gloo_communicator.h"
+#include "comm/mesh/mesh_communicator.h"
 #include "store/store.h"
 
 namespace kolo::comm::gloo_impl {
 
 class Mesh final : public direct::Links {
  public:
-  Mesh(const GlooGroup& group, store::StoreClient& store, const GlooNetwork& network,
+  Mesh(const MeshGroup& group, store::StoreClient& store, const MeshNetwork& network,
        const CommunicatorOptions& options);
   ~Mesh() override;
   Mesh(const Mesh&) = delete;
@@ -82,7 +82,7 @@ class Mesh final : public direct::Links {
   std::string judge(int job_rank, const std::string& what, const std::string& detail) const;
   void close_connections();
 
-  const GlooGroup group_;
+  const MeshGroup group_;
   const int rank_;
   const int size_;
   const std::chrono::milliseconds peer_timeout_;

@@ -6,7 +6,7 @@ namespace kolo::comm {
 
 bool gloo_available() { return false; }
 
-std::unique_ptr<GlooCommunicator> make_gloo_communicator(const GlooGroup&, store::StoreClient&, const GlooNetwork&,
+std::unique_ptr<MeshCommunicator> make_gloo_communicator(const MeshGroup&, store::StoreClient&, const MeshNetwork&,
                                                      const CommunicatorOptions&) {
   throw InvalidArgumentError("this job needs kolo's TCP (gloo) communicator, but kolo was built without it "
                              "(KOLO_WITH_GLOO=OFF); rebuild with -DKOLO_WITH_GLOO=ON (needs libgloo-dev)");

@@ -23,7 +23,7 @@ enum class Part { Local, Cross, Flat };
 class HierarchicalCommunicator final : public Communicator {
  public:
   HierarchicalCommunicator(const HostLayout& layout, std::unique_ptr<Communicator> local,
-                           std::unique_ptr<GlooCommunicator> cross, std::unique_ptr<GlooCommunicator> flat,
+                           std::unique_ptr<MeshCommunicator> cross, std::unique_ptr<MeshCommunicator> flat,
                            FailureVerdict verdict)
       : layout_(layout),
         local_(std::move(local)),
@@ -278,8 +278,8 @@ class HierarchicalCommunicator final : public Communicator {
 
   HostLayout layout_;
   std::unique_ptr<Communicator> local_;
-  std::unique_ptr<GlooCommunicator> cross_;
-  std::unique_ptr<GlooCommunicator> flat_;
+  std::unique_ptr<MeshCommunicator> cross_;
+  std::unique_ptr<MeshCommunicator> flat_;
   FailureVerdict verdict_;
   std::vector<std::byte> shard_;
   // allgather_self_sized's packs, kept across calls (the negotiation step runs it every cycle).
@@ -292,8 +292,8 @@ class HierarchicalCommunicator final : public Communicator {
 
 std::unique_ptr<Communicator> make_hierarchical_communicator(const HostLayout& layout,
                                                              std::unique_ptr<Communicator> local,
-                                                             std::unique_ptr<GlooCommunicator> cross,
-                                                             std::unique_ptr<GlooCommunicator> flat,
+                                                             std::unique_ptr<MeshCommunicator> cross,
+                                                             std::unique_ptr<MeshCommunicator> flat,
                                                              FailureVerdict verdict) {
   return std::make_unique<HierarchicalCommunicator>(layout, std::move(local), std::move(cross), std::move(flat),
                                                     std::move(verdict));

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "comm/communicator.h"
-#include "comm/gloo/failure_verdict.h"
-#include "comm/gloo/gloo_communicator.h"
+#include "comm/mesh/failure_verdict.h"
+#include "comm/mesh/mesh_communicator.h"
 
 namespace kolo::comm {
 
@@ -51,8 +51,8 @@ struct HostLayout {
 // the peer timeout and then blame this rank.
 std::unique_ptr<Communicator> make_hierarchical_communicator(const HostLayout& layout,
                                                              std::unique_ptr<Communicator> local,
-                                                             std::unique_ptr<GlooCommunicator> cross,
-                                                             std::unique_ptr<GlooCommunicator> flat,
+                                                             std::unique_ptr<MeshCommunicator> cross,
+                                                             std::unique_ptr<MeshCommunicator> flat,
                                                              FailureVerdict verdict);
 
 }  // namespace kolo::comm

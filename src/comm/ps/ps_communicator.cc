@@ -17,8 +17,8 @@ constexpr std::chrono::milliseconds kByeLimit{2000};
 
 class PsCommunicator final : public Communicator {
  public:
-  PsCommunicator(std::unique_ptr<Communicator> workers, const GlooGroup& group, const PsSettings& settings,
-                 store::StoreClient& store, const GlooNetwork& network, const CommunicatorOptions& options,
+  PsCommunicator(std::unique_ptr<Communicator> workers, const MeshGroup& group, const PsSettings& settings,
+                 store::StoreClient& store, const MeshNetwork& network, const CommunicatorOptions& options,
                  const std::string& secret)
       : workers_(std::move(workers)),
         plan_{settings.servers, settings.partition_bytes},
@@ -122,8 +122,8 @@ class PsCommunicator final : public Communicator {
 
 }  // namespace
 
-GlooGroup server_group(int generation, int servers, int workers, int member) {
-  GlooGroup group;
+MeshGroup server_group(int generation, int servers, int workers, int member) {
+  MeshGroup group;
   group.rank = member;
   group.size = servers + workers;
   group.servers = servers;
@@ -137,10 +137,10 @@ GlooGroup server_group(int generation, int servers, int workers, int member) {
 
 std::unique_ptr<Communicator> make_ps_communicator(std::unique_ptr<Communicator> workers, int generation,
                                                    const PsSettings& settings, store::StoreClient& store,
-                                                   const GlooNetwork& network, const CommunicatorOptions& options,
+                                                   const MeshNetwork& network, const CommunicatorOptions& options,
                                                    const std::string& secret) {
   if (settings.servers < 1) throw InvalidArgumentError("parameter-server mode needs at least one server");
-  const GlooGroup group =
+  const MeshGroup group =
       server_group(generation, settings.servers, workers->size(), settings.servers + workers->rank());
   auto comm = std::make_unique<PsCommunicator>(std::move(workers), group, settings, store, network, options, secret);
   KOLO_LOG(Debug, "ps: worker " << comm->rank() << " connected to " << settings.servers << " server(s)");

@@ -4,7 +4,7 @@
 // own agreement step, stay on the workers' communicator among themselves.
 //
 // Each worker holds one authenticated connection per server (kolo's TCP mesh
-// as a star: comm/tcp, GlooGroup::servers), driven by the calling thread like
+// as a star: comm/tcp, MeshGroup::servers), driven by the calling thread like
 // the tcp communicator. An allreduce is cut into partitions spread over the
 // servers (ps_protocol.h); all of them are pushed at once and each result lands
 // straight in the output. A server reduces the workers' pushes in worker-rank
@@ -23,7 +23,7 @@
 #include <string>
 
 #include "comm/communicator.h"
-#include "comm/gloo/gloo_communicator.h"
+#include "comm/mesh/mesh_communicator.h"
 #include "comm/ps/ps_settings.h"
 #include "store/store.h"
 
@@ -32,7 +32,7 @@ namespace kolo::comm::ps {
 // The group of a job generation's servers and workers: servers are members 0
 // to K-1, worker r is member K+r. Keys under "comm/<generation>/ps/", the
 // failure verdict shared with the workers' communicator.
-GlooGroup server_group(int generation, int servers, int workers, int member);
+MeshGroup server_group(int generation, int servers, int workers, int member);
 
 // Connects worker `workers->rank()` of generation `generation` to every server
 // and returns the communicator of parameter-server mode, named "ps". `secret`
@@ -40,7 +40,7 @@ GlooGroup server_group(int generation, int servers, int workers, int member);
 // naming servers as "server <i>".
 std::unique_ptr<Communicator> make_ps_communicator(std::unique_ptr<Communicator> workers, int generation,
                                                    const PsSettings& settings, store::StoreClient& store,
-                                                   const GlooNetwork& network, const CommunicatorOptions& options,
+                                                   const MeshNetwork& network, const CommunicatorOptions& options,
                                                    const std::string& secret);
 
 }  // namespace kolo::comm::ps

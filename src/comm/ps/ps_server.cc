@@ -113,7 +113,7 @@ class Session {
   }
 
   const ServerSetup& setup_;
-  const GlooGroup group_;
+  const MeshGroup group_;
   tcp::Mesh mesh_;
   std::vector<EncodedHeader> headers_;
   std::vector<std::vector<std::byte>> pushes_;

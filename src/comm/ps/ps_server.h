@@ -20,7 +20,7 @@
 #include <string>
 
 #include "comm/communicator.h"
-#include "comm/gloo/gloo_communicator.h"
+#include "comm/mesh/mesh_communicator.h"
 #include "store/store.h"
 
 namespace kolo::comm::ps {
@@ -30,7 +30,7 @@ struct ServerSetup {
   int servers = 1;
   int workers = 1;
   std::string secret;
-  GlooNetwork network;
+  MeshNetwork network;
   // peer_timeout: the workers'; connect_timeout: how long a session's workers
   // may take to connect once all of them have announced themselves.
   CommunicatorOptions options;

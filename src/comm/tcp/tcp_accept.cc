@@ -50,7 +50,7 @@ class Acceptor {
         pause_("tcp: " + me_) {}
 
   void run(Deadline deadline) {
-    const GlooGroup& g = *s_.group;
+    const MeshGroup& g = *s_.group;
     int expected = 0;
     for (int r = g.rank + 1; r < g.size; ++r) expected += g.linked(g.rank, r) ? 1 : 0;
     while (connected_ < expected) {
@@ -76,7 +76,7 @@ class Acceptor {
 
  private:
   std::string missing_ranks() const {
-    const GlooGroup& g = *s_.group;
+    const MeshGroup& g = *s_.group;
     std::string missing;
     for (int r = g.rank + 1; r < g.size; ++r)
       if (g.linked(g.rank, r) && !fds_[r].valid()) missing += (missing.empty() ? "" : ", ") + g.member_name(r);
@@ -151,7 +151,7 @@ class Acceptor {
       }
       return refuse(*p, n == 0 ? "it closed during the handshake" : std::string("read failed: ") + std::strerror(errno));
     }
-    const GlooGroup& g = *s_.group;
+    const MeshGroup& g = *s_.group;
     HelloVerdict v = check_hello(s_.keys, p->hello, p->challenge, g.rank);
     if (!v.refusal.empty()) return refuse(*p, v.refusal);
     if (v.initiator <= g.rank || v.initiator >= g.size || !g.linked(g.rank, v.initiator))

@@ -61,8 +61,8 @@ class TcpCommunicator final : public direct::DirectCommunicator<tcp::Mesh> {
 
 }  // namespace
 
-std::unique_ptr<GlooCommunicator> make_tcp_communicator(const GlooGroup& group, store::StoreClient& store,
-                                                        const GlooNetwork& network, const CommunicatorOptions& options,
+std::unique_ptr<MeshCommunicator> make_tcp_communicator(const MeshGroup& group, store::StoreClient& store,
+                                                        const MeshNetwork& network, const CommunicatorOptions& options,
                                                         const std::string& secret) {
   direct::Tuning tuning;
   tuning.round_bytes = 0;  // sized by the rank count (Tuning::kAutoRoundBytes)

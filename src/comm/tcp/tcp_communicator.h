@@ -7,18 +7,21 @@
 #include <memory>
 #include <string>
 
-#include "comm/gloo/gloo_communicator.h"
+#include "comm/mesh/mesh_communicator.h"
 #include "store/store.h"
 
 namespace kolo::comm {
 
 // Connects the group (every member calls this with the same prefix and size) and
-// returns its communicator, named "tcp"; a GlooCommunicator, so that the
+// returns its communicator, named "tcp"; a MeshCommunicator, so that the
 // hierarchical communicator can compose it. `secret` is the job's (every
 // connection proves it); `store` carries the rendezvous and the failure verdict
-// and must outlive the communicator. Errors as make_gloo_communicator's.
-std::unique_ptr<GlooCommunicator> make_tcp_communicator(const GlooGroup& group, store::StoreClient& store,
-                                                        const GlooNetwork& network, const CommunicatorOptions& options,
+// and must outlive the communicator. Errors name job ranks: InvalidArgumentError
+// (bad rank or size, an unusable address or interface), TimeoutError (a member
+// did not show up within connect_timeout), PeerFailureError (a member failed
+// while connecting).
+std::unique_ptr<MeshCommunicator> make_tcp_communicator(const MeshGroup& group, store::StoreClient& store,
+                                                        const MeshNetwork& network, const CommunicatorOptions& options,
                                                         const std::string& secret);
 
 }  // namespace kolo::comm

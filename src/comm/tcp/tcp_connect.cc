@@ -44,7 +44,7 @@ struct HandshakeCut {
 
 // One attempt at connecting to lower rank `peer` and proving this rank.
 net::Fd handshake_with(const MeshSetup& s, int peer, const std::string& host, int port, Deadline deadline) {
-  const GlooGroup& g = *s.group;
+  const MeshGroup& g = *s.group;
   const int me = g.rank;
   const std::string where = g.member_name(peer) + " at " + host + ":" + std::to_string(port);
   net::Fd fd;
@@ -152,8 +152,8 @@ std::string congestion_from_env() {
   return name;
 }
 
-std::vector<net::Fd> connect_mesh(const MeshSetup& s, store::StoreClient& store, const GlooNetwork& network) {
-  const GlooGroup& g = *s.group;
+std::vector<net::Fd> connect_mesh(const MeshSetup& s, store::StoreClient& store, const MeshNetwork& network) {
+  const MeshGroup& g = *s.group;
   const Deadline deadline = net::deadline_after(s.connect_timeout);
   const ListenAddress address = listen_address(network);
   net::Fd listener;

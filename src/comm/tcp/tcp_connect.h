@@ -13,7 +13,7 @@
 #include <chrono>
 #include <vector>
 
-#include "comm/gloo/gloo_communicator.h"
+#include "comm/mesh/mesh_communicator.h"
 #include "comm/tcp/tcp_handshake.h"
 #include "net/socket.h"
 #include "store/store.h"
@@ -21,7 +21,7 @@
 namespace kolo::comm::tcp {
 
 struct MeshSetup {
-  const GlooGroup* group = nullptr;
+  const MeshGroup* group = nullptr;
   HandshakeKeys keys;
   std::chrono::milliseconds connect_timeout{30000};
   // Longest a connection may take to complete its handshake once accepted.
@@ -43,6 +43,6 @@ std::string congestion_from_env();
 // address), TimeoutError (a rank did not show up, or its handshake was cut until
 // connect_timeout), PeerFailureError (a rank could not be reached until then, or
 // failed to prove the job's secret).
-std::vector<net::Fd> connect_mesh(const MeshSetup& setup, store::StoreClient& store, const GlooNetwork& network);
+std::vector<net::Fd> connect_mesh(const MeshSetup& setup, store::StoreClient& store, const MeshNetwork& network);
 
 }  // namespace kolo::comm::tcp

@@ -57,7 +57,7 @@ KOLO_SETTING(kSpin, {.name = "KOLO_TCP_SPIN_US", .kind = settings::Kind::Integer
 
 std::chrono::nanoseconds spin_from_env() { return std::chrono::microseconds(kSpin.integer()); }
 
-Mesh::Mesh(const GlooGroup& group, store::StoreClient& store, const GlooNetwork& network,
+Mesh::Mesh(const MeshGroup& group, store::StoreClient& store, const MeshNetwork& network,
            const CommunicatorOptions& options, const std::string& secret)
     : group_(group),
       rank_(group.rank),

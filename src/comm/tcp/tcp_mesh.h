@@ -33,7 +33,7 @@
 #include "comm/communicator.h"
 #include "comm/direct/failure_state.h"
 #include "comm/direct/point_to_point.h"
-#include "comm/gloo/gloo_communicator.h"
+#include "comm/mesh/mesh_communicator.h"
 #include "net/socket.h"
 #include "store/store.h"
 
@@ -69,7 +69,7 @@ std::chrono::nanoseconds spin_from_env();
 class Mesh final : public direct::Links {
  public:
   // `secret`: the job's, which every connection must prove (tcp_handshake.h).
-  Mesh(const GlooGroup& group, store::StoreClient& store, const GlooNetwork& network,
+  Mesh(const MeshGroup& group, store::StoreClient& store, const MeshNetwork& network,
        const CommunicatorOptions& options, const std::string& secret);
   ~Mesh() override;
   Mesh(const Mesh&) = delete;
@@ -143,7 +143,7 @@ class Mesh final : public direct::Links {
   void drop_queued();
   void close_all_hard();
 
-  const GlooGroup group_;
+  const MeshGroup group_;
   const int rank_;
   const int size_;
   const std::chrono::milliseconds peer_timeout_;

@@ -6,7 +6,8 @@
 #include <cstdlib>
 
 #include "bootstrap/topology.h"
-#include "comm/gloo/gloo_communicator.h"
+#include "comm/mesh/mesh_communicator.h"
+#include "store/store.h"
 #include "launch_error.h"
 #include "options/program_path.h"
 #include "plan/host_address.h"

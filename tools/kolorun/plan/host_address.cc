@@ -10,7 +10,7 @@
 #include <optional>
 #include <sstream>
 
-#include "comm/gloo/gloo_communicator.h"
+#include "comm/mesh/mesh_communicator.h"
 #include "launch_error.h"
 #include "plan/ip_address.h"
 

@@ -4,7 +4,7 @@
 #include <netinet/in.h>
 #include <unistd.h>
 
-#include "comm/gloo/gloo_communicator.h"
+#include "comm/mesh/mesh_communicator.h"
 #include "kolo/error.h"
 #include "net/host_name.h"
 #include "net/socket.h"
@@ -59,15 +59,15 @@ KOLO_SETTING(kHostAddr, {.name = "KOLO_HOST_ADDR", .kind = settings::Kind::Text,
 KOLO_SETTING(kIface, {.name = "KOLO_IFACE", .kind = settings::Kind::Text, .fallback = "set by kolorun across hosts",
                       .doc = "the network interface whose address this rank's TCP connections use"});
 
-GlooNetwork GlooNetwork::from_env(bool all_local) {
-  GlooNetwork network;
+MeshNetwork MeshNetwork::from_env(bool all_local) {
+  MeshNetwork network;
   network.host_addr = kHostAddr.text();
   network.iface = kIface.text();
   network.all_local = all_local;
   return network;
 }
 
-ListenAddress listen_address(const GlooNetwork& network) {
+ListenAddress listen_address(const MeshNetwork& network) {
   if (!network.host_addr.empty()) return {network.host_addr, "KOLO_HOST_ADDR=" + network.host_addr};
   if (!network.iface.empty()) {
     ListenAddress a{interface_address(network.iface), "KOLO_IFACE=" + network.iface};
@@ -86,13 +86,13 @@ ListenAddress listen_address(const GlooNetwork& network) {
   return a;
 }
 
-int GlooGroup::job_rank(int group_rank) const {
+int MeshGroup::job_rank(int group_rank) const {
   if (group_rank >= 0 && group_rank < servers) return -1;
   if (group_rank < 0 || job_ranks.empty() || group_rank >= static_cast<int>(job_ranks.size())) return group_rank;
   return job_ranks[group_rank];
 }
 
-std::string GlooGroup::member_name(int group_rank) const {
+std::string MeshGroup::member_name(int group_rank) const {
   if (group_rank >= 0 && group_rank < servers) return "server " + std::to_string(group_rank);
   return "rank " + std::to_string(job_rank(group_rank));
 }

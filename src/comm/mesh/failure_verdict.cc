@@ -1,4 +1,4 @@
-#include "comm/gloo/failure_verdict.h"
+#include "comm/mesh/failure_verdict.h"
 
 #include <chrono>
 
