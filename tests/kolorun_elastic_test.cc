@@ -303,6 +303,27 @@ TEST(KolorunElasticDiscovery, AJoinerArrivingDuringTheStateBroadcastIsTakenInAft
   EXPECT_TRUE(std::regex_search(r.err, std::regex(R"(worker 0 reset at step \d+: rank 0 of 4)"))) << r.err;
 }
 
+// A joiner whose program fails before its first collective (an exception while
+// it builds its model) was never taken in: the others never re-form for it
+// and finish as they were.
+TEST(KolorunElasticDiscovery, AJoinerFailingBeforeItIsTakenInLeavesTheOthersAlone) {
+  const DiscoveryFiles files("kolo-elastic-fail", "localhost:2\n");
+  std::thread add_host([&] {
+    wait_for_step(files.progress, 20);
+    std::ofstream(files.hosts, std::ios::app) << "127.0.0.1:1\n";
+  });
+  const auto r = run_elastic({"-np", "2", "--min-np", "2", "--max-np", "3", "--host-discovery-script",
+                              files.script.string(), KOLO_ELASTIC_WORKER_PATH, "300"},
+                             90s,
+                             {{"KOLO_TEST_PROGRESS_FILE", files.progress.string()},
+                              {"KOLO_TEST_FAIL_BEFORE_RUN", "2"}});
+  add_host.join();
+  ASSERT_TRUE(r.exited && r.exit_code == 0) << r.out << r.err;
+  EXPECT_NE(r.err.find("worker 2 failed before run()"), std::string::npos) << r.err;
+  expect_finished_alike(r, {0, 1}, 2, 300);
+  EXPECT_EQ(r.err.find(" reset at step"), std::string::npos) << "the others re-formed: " << r.err;
+}
+
 // Horovod's scenario of hosts added then removed: sizes 2, 4, 2. The first host
 // leaves the discovery script's list, its workers go, and a worker that joined
 // on the second host becomes rank 0 with the state it took from the first.

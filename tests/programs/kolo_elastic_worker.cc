@@ -27,6 +27,8 @@
 // model).
 // Each reset is said on stderr: "worker W reset at step S: rank R of N at T".
 // T: milliseconds of CLOCK_MONOTONIC, one clock for every process of the host.
+// KOLO_TEST_FAIL_BEFORE_RUN=W: worker W, once init() returned, fails as a
+// Python program's uncaught exception does (kolo's fail(), then exit code 5).
 // KOLO_TEST_PROCESS_SET: a process set of every rank, made again after each reset
 // (the old one must be refused, said on stderr).
 #include <signal.h>
@@ -40,6 +42,7 @@
 #include <thread>
 #include <vector>
 
+#include "kolo/internal/fail.h"
 #include "kolo/kolo.h"
 
 namespace {
@@ -128,6 +131,11 @@ int main(int argc, char** argv) {
       std::fflush(stderr);
       std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms + (worker - from) * more_ms));
     }
+  }
+  if (const char* failing = std::getenv("KOLO_TEST_FAIL_BEFORE_RUN"); failing && std::atoi(failing) == worker) {
+    kolo::runtime::fail("worker " + std::to_string(worker) + " failed before run()");
+    std::fprintf(stderr, "worker %d failed before run()\n", worker);
+    return 5;
   }
   ModelState state;
   // KOLO_TEST_PROCESS_SET: a set of every rank, made at the start and again

@@ -9,7 +9,8 @@ namespace kolo::runtime {
 // This rank's program is ending by an error (an uncaught Python exception): the
 // job's engine aborts with `reason`, so that the other ranks get a
 // PeerFailureError naming this rank and why instead of an orderly shutdown.
-// Nothing when kolo is not running.
+// Nothing when kolo is not running, nor in a new elastic worker that the job
+// has not taken in yet.
 void fail(const std::string& reason);
 
 }  // namespace kolo::runtime
