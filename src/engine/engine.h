@@ -2,7 +2,7 @@
 // this rank, through a cycle that the background thread and a waiting caller
 // run alike. Which thread may touch what is written once, in
 // docs/thread_model.md; the cycle is described in cycle.cc and
-// docs/architecture.md. Files: engine.cc (the thread, submission, driving),
+// docs/engine.md. Files: engine.cc (the thread, submission, driving),
 // cycle.cc (the cycle), coordinator_round.cc (the coordinator's round and the
 // stall reports).
 #pragma once

@@ -1,5 +1,5 @@
 // What ranks tell the coordinator (Request) and what it answers (Response), and
-// their wire encoding. See docs/architecture.md, "Negotiation".
+// their wire encoding. See docs/engine.md, "Negotiation".
 #pragma once
 
 #include <cstdint>
