@@ -2,7 +2,7 @@
 // Properties: whatever it accepts is the canonical encoding of what it returns, so
 // decode then encode gives back the input, byte for byte; and every request it
 // accepts is one a rank may send (check_sendable), so that the call's limits and
-// the parser's cannot drift apart (tests/hostile_input_test.cc checks that what
+// the parser's cannot drift apart (tests/common/hostile_input_test.cc checks that what
 // may be sent, up to the limits, is accepted).
 #include <algorithm>
 #include <cstddef>

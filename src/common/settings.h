@@ -10,7 +10,7 @@
 // library loads, and the rest follows from the registry: the names init() knows
 // (api/known_settings.h), init()'s check of every value (check_declared()), the
 // names the engine may compare across ranks (engine/settings_agreement.h), and,
-// through tests/settings_registry_test.cc, the README's settings tables.
+// through tests/common/settings_registry_test.cc, the README's settings tables.
 // Declare in src/ (libkolo), also what only kolorun or kolo-server reads: the
 // ranks must know every name kolorun passes them.
 #pragma once
