@@ -141,16 +141,15 @@ Session& existing(std::unique_lock<std::mutex>& lock) {
   return *g_session;
 }
 
-// Replaces a planned session with a running one: the worker says it is ready
-// and waits for the job to take it in, outside g_mutex (as init() does). When
-// that fails, kolo is not initialized any more. Requires g_mutex (in `lock`).
-Session& admit_planned(std::unique_lock<std::mutex>& lock) {
-  g_initializing = true;
-  std::unique_ptr<Session> planned = std::move(g_session);
+// Builds a session (start_session) outside g_mutex and installs it; when that
+// throws, none is installed. Requires g_mutex (in `lock`) and g_initializing
+// set by the caller; returns with the lock held again and g_initializing clear.
+Session& build_session(std::unique_lock<std::mutex>& lock, const std::optional<std::vector<int>>& world_ranks,
+                       int blamed_rank, bool may_plan) {
   lock.unlock();
   std::unique_ptr<Session> session;
   try {
-    session = start_session(std::nullopt, -1, false);
+    session = start_session(world_ranks, blamed_rank, may_plan);
   } catch (...) {
     lock.lock();
     g_initializing = false;
@@ -163,6 +162,15 @@ Session& admit_planned(std::unique_lock<std::mutex>& lock) {
   g_initializing = false;
   g_init_done.notify_all();
   return *g_session;
+}
+
+// Replaces a planned session with a running one: the worker says it is ready
+// and waits for the job to take it in, outside g_mutex (as init() does). When
+// that fails, kolo is not initialized any more. Requires g_mutex (in `lock`).
+Session& admit_planned(std::unique_lock<std::mutex>& lock) {
+  g_initializing = true;
+  g_session.reset();
+  return build_session(lock, std::nullopt, -1, false);
 }
 
 // The running session, a planned one admitted first. Requires g_mutex (in `lock`).
@@ -222,22 +230,7 @@ void init_session(const std::optional<std::vector<int>>& world_ranks, int blamed
     g_initializing = true;
     static std::once_flag fork_handlers;
     std::call_once(fork_handlers, [] { ::pthread_atfork(prepare_fork, parent_after_fork, child_after_fork); });
-  }
-  std::unique_ptr<Session> session;
-  try {
-    session = start_session(world_ranks, blamed_rank, true);
-  } catch (...) {
-    std::lock_guard lock(g_mutex);
-    g_initializing = false;
-    g_init_done.notify_all();
-    throw;
-  }
-  {
-    std::lock_guard lock(g_mutex);
-    g_session = std::move(session);
-    g_sessions_started.fetch_add(1, std::memory_order_relaxed);
-    g_initializing = false;
-    g_init_done.notify_all();
+    build_session(lock, world_ranks, blamed_rank, true);
   }
   static std::once_flag at_exit;
   std::call_once(at_exit, [] { std::atexit(shutdown_at_exit); });
