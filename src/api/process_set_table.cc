@@ -51,6 +51,11 @@ std::shared_ptr<engine::Engine> ProcessSetTable::engine(int id, int job_rank) co
   return set.engine;
 }
 
+std::shared_ptr<engine::Engine> ProcessSetTable::engine_if_member(int id) const {
+  std::lock_guard lock(mutex_);
+  return checked(id).engine;
+}
+
 std::vector<int> ProcessSetTable::ranks(int id) const {
   std::lock_guard lock(mutex_);
   return checked(id).ranks;

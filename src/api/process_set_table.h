@@ -34,6 +34,9 @@ class ProcessSetTable {
   // The engine of set `id` on this rank; InvalidArgumentError naming the set when
   // it does not exist or this rank (`job_rank`) is not a member.
   std::shared_ptr<engine::Engine> engine(int id, int job_rank) const;
+  // The engine of set `id` on this rank, null when this rank is not a member;
+  // InvalidArgumentError when there is no such set.
+  std::shared_ptr<engine::Engine> engine_if_member(int id) const;
   // InvalidArgumentError when there is no such set.
   std::vector<int> ranks(int id) const;
   // The id of a set with exactly these ranks, or 0.

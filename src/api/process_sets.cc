@@ -87,14 +87,24 @@ ProcessSet add_process_set(std::vector<int> ranks) {
 void remove_process_set(const ProcessSet& set) {
   if (set.id == 0) throw InvalidArgumentError("remove_process_set: the global process set cannot be removed");
   runtime::SessionView session = runtime::session();
-  session.sets->ranks(set.id);  // an error for an unknown set, before any rank waits for the others
+  // An error for an unknown set, before any rank waits for the others.
+  const std::shared_ptr<engine::Engine> engine = session.sets->engine_if_member(set.id);
+  const std::string why =
+      "process set " + std::to_string(set.id) + " was removed (remove_process_set) while the operation was pending";
+  // A member past the barrier may end its engine before this rank is out of it;
+  // this rank's engine then sees the peers end and fails what is pending with
+  // this reason, named before the barrier.
+  if (engine) engine->expect_shutdown(why);
   // Every rank gets here before a member ends the set's engine, so that no member
   // still has the set's operations to finish.
-  barrier({.name = "kolo.remove_process_set." + std::to_string(set.id)});
+  try {
+    barrier({.name = "kolo.remove_process_set." + std::to_string(set.id)});
+  } catch (...) {
+    if (engine) engine->expect_shutdown("");
+    throw;
+  }
   ProcessSetTable::Set removed = session.sets->remove(set.id);
-  if (removed.engine)
-    removed.engine->shutdown("process set " + std::to_string(set.id) +
-                             " was removed (remove_process_set) while the operation was pending");
+  if (removed.engine) removed.engine->shutdown(why);
 }
 
 std::vector<int> process_set_ranks(const ProcessSet& set) {

@@ -164,6 +164,12 @@ std::string Engine::shutdown_why() {
   return shutdown_why_;
 }
 
+void Engine::expect_shutdown(const std::string& why) {
+  std::lock_guard lock(mutex_);
+  if (shutdown_requested_) return;
+  shutdown_why_ = why.empty() ? kDefaultShutdownWhy : why;
+}
+
 void Engine::shutdown(const std::string& why) {
   {
     std::lock_guard lock(mutex_);

@@ -72,6 +72,10 @@ class Engine {
   // ShutdownError that says `why` (by default: a rank called kolo::shutdown()).
   // Idempotent.
   void shutdown(const std::string& why = "");
+  // Names why a shutdown that is coming will happen, before it does: the peers
+  // may end first, and this rank's pending operations then fail with `why`
+  // instead of the default. An empty `why` restores the default.
+  void expect_shutdown(const std::string& why);
   // This rank has failed (its program is ending by an error): aborts the
   // communicator, so that every pending operation here fails and the other ranks
   // name this rank, with `reason`, instead of seeing an orderly shutdown. Callable
@@ -218,7 +222,8 @@ class Engine {
   bool enter_site(const std::string& name);
   void leave_site(const std::string& name);
   bool shutdown_requested_ = false;
-  std::string shutdown_why_ = "kolo was shut down (a rank called kolo::shutdown())";
+  static constexpr const char* kDefaultShutdownWhy = "kolo was shut down (a rank called kolo::shutdown())";
+  std::string shutdown_why_ = kDefaultShutdownWhy;
   std::string shutdown_why();  // takes mutex_
   const std::string* express_name_ = nullptr;  // the express operation running now, if any
   std::uint64_t drive_exits_ = 0;  // a driving user thread left work behind (wakes the background thread)
