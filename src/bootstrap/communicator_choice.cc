@@ -4,6 +4,7 @@
 #include <numeric>
 #include <optional>
 #include <set>
+#include <string_view>
 #include <vector>
 
 #include "comm/gloo/gloo_communicator.h"
@@ -20,11 +21,6 @@
 namespace kolo {
 namespace {
 
-enum class Backend { Auto, Shm, Gloo, Tcp, Mpi };
-
-// The transport between hosts: gloo's or kolo's own sockets.
-enum class Network { Gloo, Tcp };
-
 using settings::Kind;
 
 KOLO_SETTING(kBackend, {.name = "KOLO_BACKEND", .kind = Kind::Choice, .fallback = "auto",
@@ -34,18 +30,20 @@ KOLO_SETTING(kBackend, {.name = "KOLO_BACKEND", .kind = Kind::Choice, .fallback 
 KOLO_SETTING(kHierarchical, {.name = "KOLO_HIERARCHICAL", .kind = Kind::Flag, .fallback = "auto",
                              .doc = "0: flat TCP across hosts; 1: hierarchical even on one host"});
 
-Backend backend_from_env() {
-  const std::string name = kBackend.choice();
-  if (name == "shm") return Backend::Shm;
-  if (name == "gloo") return Backend::Gloo;
-  if (name == "tcp") return Backend::Tcp;
-  if (name == "mpi") return Backend::Mpi;
-  return Backend::Auto;
-}
+// What the user asked for: KOLO_BACKEND and KOLO_HIERARCHICAL.
+struct Asked {
+  std::string backend;               // "auto" or a transport's name
+  std::optional<bool> hierarchical;  // unset: the layout decides
+  bool automatic() const { return backend == "auto"; }
+  // The network between hosts: gloo's transport when asked for, else kolo's own sockets.
+  std::string_view network() const { return backend == "gloo" ? "gloo" : "tcp"; }
+};
 
-std::optional<bool> hierarchical_from_env() {
-  if (!kHierarchical.value()) return std::nullopt;
-  return kHierarchical.flag(false);
+Asked asked_from_env() {
+  Asked asked;
+  asked.backend = kBackend.choice();
+  if (kHierarchical.value()) asked.hierarchical = kHierarchical.flag(false);
+  return asked;
 }
 
 comm::CommunicatorOptions options_from_env() {
@@ -56,6 +54,38 @@ comm::CommunicatorOptions options_from_env() {
   return options;
 }
 
+// What a communicator joins: the world, or a process set of it.
+struct Scope {
+  // The world, on the topology's hosts.
+  Scope(const Topology& topology, int generation_, store::StoreClient* store_)
+      : t(topology), generation(generation_), store(store_), options(options_from_env()), index(topology.rank),
+        one_host(topology.cross_size == 1) {}
+
+  const Topology& t;
+  int generation;
+  store::StoreClient* store;
+  comm::CommunicatorOptions options;
+  bool world = true;
+  std::vector<int> ranks;  // a set's members (job ranks, ascending); empty for the world
+  std::vector<int> hosts;  // each member's host (a set's only: the world's are known after a gather)
+  int index;              // this rank among the members
+  std::string set_name;    // "set<id>", empty for the world
+  bool one_host;
+
+  int size() const { return world ? t.size : static_cast<int>(ranks.size()); }
+  // What names its shared memory (keyed by the secret) and its rendezvous keys.
+  std::string segment() const {
+    return t.job_id + "-" + std::to_string(generation) + (world ? "" : "-" + set_name);
+  }
+  std::string keys(std::string_view network) const {
+    return "comm/" + std::to_string(generation) + "/" + (world ? "" : set_name + "/") + std::string(network) + "/";
+  }
+  // One failure verdict for every communicator of the job generation; a set's under it.
+  std::string verdict() const {
+    return "comm/" + std::to_string(generation) + "/failure/" + (world ? "" : set_name + "/");
+  }
+};
+
 store::StoreClient& require_store(store::StoreClient* store, const char* what) {
   if (store == nullptr)
     throw InvalidArgumentError(std::string(what) +
@@ -64,35 +94,28 @@ store::StoreClient& require_store(store::StoreClient* store, const char* what) {
   return *store;
 }
 
-std::string generation_prefix(int generation) { return "comm/" + std::to_string(generation) + "/"; }
-// One failure verdict for every communicator of the job generation.
-std::string verdict_prefix(int generation) { return generation_prefix(generation) + "failure/"; }
-
-std::unique_ptr<comm::MeshCommunicator> make_network(Network network, const comm::MeshGroup& group,
-                                                     const Topology& t, store::StoreClient* store,
-                                                     const comm::CommunicatorOptions& options) {
-  auto& client = require_store(store, "kolo's TCP communicator");
-  const auto addresses = comm::MeshNetwork::from_env(t.cross_size == 1);
-  if (network == Network::Tcp) return comm::make_tcp_communicator(group, client, addresses, options, t.secret);
-  return comm::make_gloo_communicator(group, client, addresses, options);
+std::unique_ptr<comm::MeshCommunicator> make_network(std::string_view network, const comm::MeshGroup& group,
+                                                     const Scope& s) {
+  auto& client = require_store(s.store, "kolo's TCP communicator");
+  const auto addresses = comm::MeshNetwork::from_env(s.t.cross_size == 1);
+  if (network == "tcp") return comm::make_tcp_communicator(group, client, addresses, s.options, s.t.secret);
+  return comm::make_gloo_communicator(group, client, addresses, s.options);
 }
 
-std::string network_prefix(Network network, int generation) {
-  return generation_prefix(generation) + (network == Network::Tcp ? "tcp/" : "gloo/");
-}
-
-std::unique_ptr<comm::MeshCommunicator> make_flat(Network network, const Topology& t, int generation,
-                                                  store::StoreClient* store, const comm::CommunicatorOptions& options) {
+// Every member joined to every other by the network.
+std::unique_ptr<comm::MeshCommunicator> make_flat(std::string_view network, const Scope& s) {
   comm::MeshGroup group;
-  group.rank = t.rank;
-  group.size = t.size;
-  group.key_prefix = network_prefix(network, generation) + "world/";
-  group.verdict_prefix = verdict_prefix(generation);
-  return make_network(network, group, t, store, options);
+  group.rank = s.index;
+  group.size = s.size();
+  group.key_prefix = s.keys(network) + (s.world ? "world/" : "");
+  group.verdict_prefix = s.verdict();
+  group.job_ranks = s.ranks;
+  return make_network(network, group, s);
 }
 
-// Every rank's view of the layout, gathered over `flat`, so that all ranks take
-// the same decision: why hierarchical cannot serve the job, or empty when it can.
+// Every rank's view of the world's layout, gathered over `flat`, so that all
+// ranks take the same decision: why hierarchical cannot serve the world, or empty
+// when it can.
 std::string layout_problem(const Topology& t, comm::Communicator& flat) {
   const int fields = 5;
   std::vector<std::int32_t> mine{t.rank, t.local_rank, t.local_size, t.cross_rank, t.cross_size};
@@ -113,63 +136,6 @@ std::string layout_problem(const Topology& t, comm::Communicator& flat) {
   return "";
 }
 
-// A hierarchical communicator over `members` (job ranks, host by host:
-// members[h * local_size + l] is local rank l of the group's host h).
-struct Hierarchy {
-  std::string keys;     // the group's rendezvous keys, under the network's prefix
-  std::string verdict;  // its failure verdict's prefix
-  std::string segment;  // what names its hosts' shared memory (keyed by the secret), less the host
-  std::vector<int> members;
-  comm::HostLayout layout;
-};
-
-std::unique_ptr<comm::Communicator> make_hierarchy(Network network, const Topology& t, store::StoreClient* store,
-                                                   const comm::CommunicatorOptions& options, Hierarchy h,
-                                                   std::unique_ptr<comm::MeshCommunicator> flat) {
-  const int L = h.layout.local_size, local_rank = h.layout.local_rank;
-  std::unique_ptr<comm::Communicator> local;
-  if (L == 1) {
-    local = comm::make_self_communicator();
-  } else {
-    comm::CommunicatorOptions host_options = options;
-    const auto first = h.members.begin() + static_cast<std::ptrdiff_t>(h.layout.cross_rank) * L;
-    host_options.job_ranks.assign(first, first + L);
-    // Hosts may be simulated on one machine, so the host index is part of the name.
-    local = comm::make_shm_communicator(local_rank, L, h.segment + "-host" + std::to_string(t.cross_rank),
-                                        host_options, t.secret);
-  }
-  // Same-local-rank peers, one per host.
-  comm::MeshGroup cross_group;
-  cross_group.rank = h.layout.cross_rank;
-  cross_group.size = h.layout.cross_size;
-  cross_group.key_prefix = h.keys + "cross" + std::to_string(local_rank) + "/";
-  cross_group.verdict_prefix = h.verdict;
-  for (int host = 0; host < h.layout.cross_size; ++host)
-    cross_group.job_ranks.push_back(h.members[static_cast<std::size_t>(host * L + local_rank)]);
-  auto cross = make_network(network, cross_group, t, store, options);
-  h.layout.job_ranks = std::move(h.members);
-  return comm::make_hierarchical_communicator(h.layout, std::move(local), std::move(cross), std::move(flat),
-                                              comm::FailureVerdict(store, h.verdict, comm::rank_name(t.rank)));
-}
-
-std::unique_ptr<comm::Communicator> make_hierarchical(Network network, const Topology& t, int generation,
-                                                      store::StoreClient* store,
-                                                      const comm::CommunicatorOptions& options, bool forced) {
-  auto flat = make_flat(network, t, generation, store, options);
-  if (auto problem = layout_problem(t, *flat); !problem.empty()) {
-    if (forced) throw InvalidArgumentError("KOLO_HIERARCHICAL=1, but " + problem);
-    if (t.rank == 0) KOLO_LOG(Warning, "using the flat TCP communicator, not the hierarchical one: " << problem);
-    return flat;
-  }
-  Hierarchy h{.keys = network_prefix(network, generation),
-              .verdict = verdict_prefix(generation),
-              .segment = t.job_id + "-" + std::to_string(generation),
-              .members = std::vector<int>(static_cast<std::size_t>(t.size)),
-              .layout = {t.local_rank, t.local_size, t.cross_rank, t.cross_size, {}}};
-  std::iota(h.members.begin(), h.members.end(), 0);
-  return make_hierarchy(network, t, store, options, std::move(h), std::move(flat));
-}
-
 // A process set's place in a hierarchy: its members (ascending) come host by
 // host, as many on each of several hosts, more than one on each (with one per
 // host the composition is the flat communicator's call). Empty otherwise.
@@ -187,50 +153,149 @@ std::optional<comm::HostLayout> set_layout(const std::vector<int>& hosts, int in
   return comm::HostLayout{index % L, L, index / L, n / L, {}};
 }
 
-std::unique_ptr<comm::Communicator> make_mpi(const Topology& t, const comm::CommunicatorOptions& options) {
-  if (!t.whole_job())
-    throw InvalidArgumentError("KOLO_BACKEND=mpi serves the whole job (MPI_COMM_WORLD), not a world of some of its "
-                               "ranks (init with a list of ranks); leave KOLO_BACKEND unset or choose shm, tcp or gloo");
-  auto comm = comm::make_mpi_communicator(options);
-  if (comm->size() != t.size || comm->rank() != t.rank)
+// Shared memory inside each host, the network between same-local-rank members
+// of the hosts, composed over `layout`; `flat` joins every member.
+std::unique_ptr<comm::Communicator> make_hierarchy(std::string_view network, const Scope& s, comm::HostLayout layout,
+                                                   std::unique_ptr<comm::MeshCommunicator> flat) {
+  const int L = layout.local_size, local_rank = layout.local_rank;
+  std::vector<int> members = s.ranks;
+  if (s.world) {
+    members.resize(static_cast<std::size_t>(s.t.size));
+    std::iota(members.begin(), members.end(), 0);
+  }
+  std::unique_ptr<comm::Communicator> local;
+  if (L == 1) {
+    local = comm::make_self_communicator();
+  } else {
+    comm::CommunicatorOptions host_options = s.options;
+    const auto first = members.begin() + static_cast<std::ptrdiff_t>(layout.cross_rank) * L;
+    host_options.job_ranks.assign(first, first + L);
+    // Hosts may be simulated on one machine, so the host index is part of the name.
+    local = comm::make_shm_communicator(local_rank, L, s.segment() + "-host" + std::to_string(s.t.cross_rank),
+                                        host_options, s.t.secret);
+  }
+  comm::MeshGroup cross_group;
+  cross_group.rank = layout.cross_rank;
+  cross_group.size = layout.cross_size;
+  cross_group.key_prefix = s.keys(network) + "cross" + std::to_string(local_rank) + "/";
+  cross_group.verdict_prefix = s.verdict();
+  for (int host = 0; host < layout.cross_size; ++host)
+    cross_group.job_ranks.push_back(members[static_cast<std::size_t>(host * L + local_rank)]);
+  auto cross = make_network(network, cross_group, s);
+  layout.job_ranks = std::move(members);
+  return comm::make_hierarchical_communicator(layout, std::move(local), std::move(cross), std::move(flat),
+                                              comm::FailureVerdict(s.store, s.verdict(), comm::rank_name(s.t.rank)));
+}
+
+std::unique_ptr<comm::Communicator> make_mpi(const Scope& s) {
+  auto comm = comm::make_mpi_communicator(s.options);
+  if (comm->size() != s.t.size || comm->rank() != s.t.rank)
     throw InvalidArgumentError("the MPI communicator needs the job's ranks to be MPI's, but MPI sees rank " +
                                std::to_string(comm->rank()) + " of " + std::to_string(comm->size()) +
-                               " where the launcher said rank " +
-                               std::to_string(t.rank) + " of " + std::to_string(t.size) +
-                               "; start the job with mpirun or kolorun --mpi to use MPI");
+                               " where the launcher said rank " + std::to_string(s.t.rank) + " of " +
+                               std::to_string(s.t.size) + "; start the job with mpirun or kolorun --mpi to use MPI");
   return comm;
 }
 
-std::unique_ptr<comm::Communicator> choose(const Topology& t, int generation, store::StoreClient* store,
-                                           const comm::CommunicatorOptions& options) {
-  const Backend backend = backend_from_env();
-  const auto hierarchical = hierarchical_from_env();
-  const bool forced = hierarchical.value_or(false);
-  switch (backend) {
-    case Backend::Mpi: return make_mpi(t, options);
-    case Backend::Shm:
-      if (t.cross_size > 1)
-        throw InvalidArgumentError("KOLO_BACKEND=shm, but the job spans " + std::to_string(t.cross_size) +
-                                   " hosts; use KOLO_BACKEND=auto or gloo");
-      return comm::make_shm_communicator(t.rank, t.size, t.job_id + "-" + std::to_string(generation), options,
-                                         t.secret);
-    case Backend::Gloo:
-    case Backend::Tcp: {
-      const Network network = backend == Backend::Tcp ? Network::Tcp : Network::Gloo;
-      if (forced) return make_hierarchical(network, t, generation, store, options, true);
-      return make_flat(network, t, generation, store, options);
-    }
-    case Backend::Auto: break;
+std::unique_ptr<comm::Communicator> make_shm(const Scope& s) {
+  comm::CommunicatorOptions options = s.options;
+  options.job_ranks = s.ranks;
+  return comm::make_shm_communicator(s.index, s.size(), s.segment(), options, s.t.secret);
+}
+
+// The world's hierarchy is known to fit only once every rank's place is
+// gathered; when it does not, it settles for the flat communicator (an error
+// when KOLO_HIERARCHICAL=1 forced it). A set's members' hosts are known before.
+std::unique_ptr<comm::Communicator> make_hierarchical(const Scope& s, const Asked& asked) {
+  auto flat = make_flat(asked.network(), s);
+  if (!s.world) return make_hierarchy(asked.network(), s, *set_layout(s.hosts, s.index), std::move(flat));
+  if (auto problem = layout_problem(s.t, *flat); !problem.empty()) {
+    if (asked.hierarchical.value_or(false)) throw InvalidArgumentError("KOLO_HIERARCHICAL=1, but " + problem);
+    if (s.t.rank == 0) KOLO_LOG(Warning, "using the flat TCP communicator, not the hierarchical one: " << problem);
+    return flat;
   }
-  if (started_by_mpirun(t.launcher) && t.whole_job() && comm::mpi_available()) return make_mpi(t, options);
-  // Between hosts kolo's own sockets: gloo's transport hands every message
-  // through its I/O thread and waits for the receiver's ready notice, which makes
-  // allreduces up to 64 KiB tens of times slower (docs/benchmarks.md, "Across hosts").
-  if (hierarchical.value_or(t.cross_size > 1))
-    return make_hierarchical(Network::Tcp, t, generation, store, options, forced);
-  if (t.cross_size > 1) return make_flat(Network::Tcp, t, generation, store, options);
-  return comm::make_shm_communicator(t.rank, t.size, t.job_id + "-" + std::to_string(generation), options,
-                                     t.secret);
+  const comm::HostLayout layout{s.t.local_rank, s.t.local_size, s.t.cross_rank, s.t.cross_size, {}};
+  return make_hierarchy(asked.network(), s, layout, std::move(flat));
+}
+
+// Whether a transport takes a scope under what was asked: Yes, No (the walk goes
+// on to the next one), or Refused (the user asked for it by name and it cannot
+// serve: an error that says why).
+struct Fit {
+  enum { No, Yes, Refused } answer = No;
+  std::string why;
+};
+const Fit kYes{Fit::Yes, {}};
+const Fit kNo{Fit::No, {}};
+
+// One transport: its name (KOLO_BACKEND's value), whether it works in shared
+// buffers (every member maps the others' memory), whether this build has it,
+// whether it takes a scope, how to make it.
+struct Transport {
+  std::string_view name;
+  bool shares_buffers;
+  bool (*available)();
+  Fit (*fits)(const Scope&, const Asked&);
+  std::unique_ptr<comm::Communicator> (*make)(const Scope&, const Asked&);
+};
+
+bool always() { return true; }
+
+// In priority order: the first that fits is the one. The world and a set differ
+// in three places, each said where it is decided: mpi serves only the whole job;
+// a set that KOLO_BACKEND=shm cannot serve goes over the network instead of
+// failing (the world's check has already told the user); and on one host a set
+// is never composed (KOLO_HIERARCHICAL=1 composes a world there, to try the
+// hierarchy on one machine).
+const Transport kTransports[] = {
+    {"mpi", false, comm::mpi_available,
+     [](const Scope& s, const Asked& asked) -> Fit {
+       if (!s.world) return kNo;  // MPI_COMM_WORLD only: a set goes over the network
+       if (asked.backend == "mpi" && !s.t.whole_job())
+         return {Fit::Refused,
+                 "KOLO_BACKEND=mpi serves the whole job (MPI_COMM_WORLD), not a world of some of its ranks (init "
+                 "with a list of ranks); leave KOLO_BACKEND unset or choose shm, tcp or gloo"};
+       if (asked.backend == "mpi") return kYes;
+       return asked.automatic() && started_by_mpirun(s.t.launcher) && s.t.whole_job() ? kYes : kNo;
+     },
+     [](const Scope& s, const Asked&) { return make_mpi(s); }},
+    {"shm", true, always,
+     [](const Scope& s, const Asked& asked) -> Fit {
+       if (asked.backend == "shm" && !s.one_host && s.world)
+         return {Fit::Refused, "KOLO_BACKEND=shm, but the job spans " + std::to_string(s.t.cross_size) +
+                                   " hosts; use KOLO_BACKEND=auto or gloo"};
+       if (!s.one_host || !(asked.automatic() || asked.backend == "shm")) return kNo;
+       return s.world && asked.automatic() && asked.hierarchical.value_or(false) ? kNo : kYes;
+     },
+     [](const Scope& s, const Asked&) { return make_shm(s); }},
+    {"hierarchical", false, always,
+     [](const Scope& s, const Asked& asked) -> Fit {
+       if (asked.backend != "auto" && asked.backend != "tcp" && asked.backend != "gloo") return kNo;
+       // Across hosts by default, where the automatic choice decides; asked for
+       // by KOLO_HIERARCHICAL=1 over tcp or gloo.
+       const bool wanted = asked.hierarchical.value_or(asked.automatic() && (!s.world || !s.one_host));
+       if (!wanted) return kNo;
+       return s.world || set_layout(s.hosts, s.index) ? kYes : kNo;
+     },
+     make_hierarchical},
+    {"tcp", false, always,
+     [](const Scope&, const Asked& asked) { return asked.backend == "gloo" ? kNo : kYes; },
+     [](const Scope& s, const Asked&) -> std::unique_ptr<comm::Communicator> { return make_flat("tcp", s); }},
+    {"gloo", false, comm::gloo_available,
+     [](const Scope&, const Asked& asked) { return asked.backend == "gloo" ? kYes : kNo; },
+     [](const Scope& s, const Asked&) -> std::unique_ptr<comm::Communicator> { return make_flat("gloo", s); }},
+};
+
+// The first transport that fits `scope`. One this build lacks is passed over
+// unless the user named it (its make() then says what to rebuild with).
+const Transport& transport_for(const Scope& scope, const Asked& asked) {
+  for (const Transport& transport : kTransports) {
+    if (!transport.available() && asked.backend != transport.name) continue;
+    const Fit fit = transport.fits(scope, asked);
+    if (fit.answer == Fit::Refused) throw InvalidArgumentError(fit.why);
+    if (fit.answer == Fit::Yes) return transport;
+  }
+  throw InvalidArgumentError("no transport serves KOLO_BACKEND=" + asked.backend);  // tcp takes what is left
 }
 
 }  // namespace
@@ -238,63 +303,39 @@ std::unique_ptr<comm::Communicator> choose(const Topology& t, int generation, st
 std::unique_ptr<comm::Communicator> make_set_communicator(const Topology& t, int generation, store::StoreClient* store,
                                                           int set_id, const std::vector<int>& ranks,
                                                           const std::vector<int>& hosts) {
-  const int index = static_cast<int>(std::find(ranks.begin(), ranks.end(), t.rank) - ranks.begin());
-  const int size = static_cast<int>(ranks.size());
-  if (size == 1) return comm::make_self_communicator();
-  const std::string set_name = "set" + std::to_string(set_id);
-  const Backend backend = backend_from_env();
-  const auto options = options_from_env();
-  const bool one_host = std::all_of(hosts.begin(), hosts.end(), [&](int host) { return host == hosts.front(); });
-  if (one_host && (backend == Backend::Auto || backend == Backend::Shm)) {
-    comm::CommunicatorOptions set_options = options;
-    set_options.job_ranks = ranks;
-    return comm::make_shm_communicator(index, size, t.job_id + "-" + std::to_string(generation) + "-" + set_name,
-                                       set_options, t.secret);
-  }
-  // Otherwise TCP as the world's network would be: kolo's own sockets unless
-  // KOLO_BACKEND=gloo, composed with shared memory inside each host where the
-  // world would be.
-  const Network network = backend == Backend::Gloo ? Network::Gloo : Network::Tcp;
-  comm::MeshGroup group;
-  group.rank = index;
-  group.size = size;
-  group.key_prefix = generation_prefix(generation) + set_name + "/" + (network == Network::Tcp ? "tcp/" : "gloo/");
-  group.verdict_prefix = verdict_prefix(generation) + set_name + "/";
-  group.job_ranks = ranks;
-  auto flat = make_network(network, group, t, store, options);
-  const auto hierarchical = hierarchical_from_env();
-  const bool composed = backend == Backend::Auto ? hierarchical.value_or(true)
-                        : backend == Backend::Tcp || backend == Backend::Gloo ? hierarchical.value_or(false)
-                                                                              : false;
-  const auto layout = composed ? set_layout(hosts, index) : std::nullopt;
-  if (!layout) return flat;
-  Hierarchy h{.keys = group.key_prefix,
-              .verdict = group.verdict_prefix,
-              .segment = t.job_id + "-" + std::to_string(generation) + "-" + set_name,
-              .members = ranks,
-              .layout = *layout};
-  return make_hierarchy(network, t, store, options, std::move(h), std::move(flat));
+  if (ranks.size() == 1) return comm::make_self_communicator();
+  Scope scope(t, generation, store);
+  scope.world = false;
+  scope.ranks = ranks;
+  scope.hosts = hosts;
+  scope.index = static_cast<int>(std::find(ranks.begin(), ranks.end(), t.rank) - ranks.begin());
+  scope.set_name = "set" + std::to_string(set_id);
+  scope.one_host = std::all_of(hosts.begin(), hosts.end(), [&](int host) { return host == hosts.front(); });
+  const Asked asked = asked_from_env();
+  return transport_for(scope, asked).make(scope, asked);
 }
 
 bool shares_buffers(const Topology& t) {
   if (t.size == 1 || comm::ps::PsSettings::from_env().servers > 0) return false;
-  switch (backend_from_env()) {
-    case Backend::Shm: return true;
-    case Backend::Auto:
-      return !(started_by_mpirun(t.launcher) && t.whole_job() && comm::mpi_available()) &&
-             !hierarchical_from_env().value_or(t.cross_size > 1) && t.cross_size == 1;
-    default: return false;
+  try {
+    return transport_for(Scope(t, 0, nullptr), asked_from_env()).shares_buffers;
+  } catch (const InvalidArgumentError&) {
+    return false;  // making the communicator will say why
   }
 }
 
 std::unique_ptr<comm::Communicator> make_communicator(const Topology& t, int generation, store::StoreClient* store) {
   // Checked in a job of one too, which chooses no transport: the same settings
   // must not pass at one rank and fail at two.
-  const auto options = options_from_env();
+  const Scope scope(t, generation, store);
   const auto ps = comm::ps::PsSettings::from_env();
-  backend_from_env();
-  hierarchical_from_env();
-  auto comm = t.size == 1 ? comm::make_self_communicator() : choose(t, generation, store, options);
+  const Asked asked = asked_from_env();
+  std::unique_ptr<comm::Communicator> comm;
+  if (t.size == 1) {
+    comm = comm::make_self_communicator();
+  } else {
+    comm = transport_for(scope, asked).make(scope, asked);
+  }
   if (ps.servers > 0) {
     if (!t.whole_job())
       throw InvalidArgumentError("parameter-server mode (KOLO_NUM_SERVERS) serves the whole job, not a world of some "
@@ -302,7 +343,7 @@ std::unique_ptr<comm::Communicator> make_communicator(const Topology& t, int gen
     const std::string workers = comm->name();
     comm = comm::ps::make_ps_communicator(std::move(comm), generation, ps,
                                           require_store(store, "parameter-server mode (KOLO_NUM_SERVERS)"),
-                                          comm::MeshNetwork::from_env(t.cross_size == 1), options, t.secret);
+                                          comm::MeshNetwork::from_env(t.cross_size == 1), scope.options, t.secret);
     if (t.rank == 0)
       KOLO_LOG(Info, "communicator: allreduce through " << ps.servers << " parameter server(s), the rest over "
                                                         << workers << " (" << t.size << " workers on "

@@ -1,24 +1,25 @@
-// Which communicator a job uses, from where its ranks run and how they started.
+// Which communicator a job, or a process set of it, uses: the first transport of
+// a table (communicator_choice.cc) that fits where its ranks run, how they
+// started and what KOLO_BACKEND and KOLO_HIERARCHICAL ask for. In priority order:
 //
-//   KOLO_BACKEND=auto (default)
-//     started by mpirun (and kolo built with MPI)      -> mpi (the whole job only,
-//                                                        not a world of some of its ranks)
-//     every rank on one host                            -> shm
-//     ranks on several hosts                            -> hierarchical (shm + tcp)
-//   KOLO_BACKEND=shm    shm; an error when the job spans hosts
-//   KOLO_BACKEND=gloo   gloo (TCP) between all ranks, also on one host
-//   KOLO_BACKEND=tcp    kolo's own TCP sockets between all ranks, also on one host
-//   KOLO_BACKEND=mpi    mpi; the ranks must have been started by mpirun
-//   KOLO_HIERARCHICAL=0 gives flat tcp instead of hierarchical across hosts;
-//   KOLO_HIERARCHICAL=1 forces hierarchical (also on one host, and with
-//                        KOLO_BACKEND=gloo or tcp, which then joins the
-//                        hosts). mpi ignores it.
-//   KOLO_NUM_SERVERS=K (K > 0) wraps the choice: allreduce goes through K
-//                        parameter servers, everything else stays on it (comm/ps).
-// hierarchical needs the same number of ranks on every host, numbered host by
-// host; for other layouts auto falls back to flat tcp (with a warning) and a forced
-// KOLO_HIERARCHICAL=1 is an error. gloo, tcp and hierarchical need the rendezvous
-// store.
+//   mpi           started by mpirun (and kolo built with MPI), the whole job;
+//                 or KOLO_BACKEND=mpi. Never a process set.
+//   shm           every member on one host (KOLO_BACKEND=auto or shm). For the
+//                 world, KOLO_HIERARCHICAL=1 passes it over; KOLO_BACKEND=shm
+//                 across hosts is an error (a set goes over the network).
+//   hierarchical  shm inside hosts, the network between them: by default across
+//                 hosts; with KOLO_BACKEND=tcp or gloo when KOLO_HIERARCHICAL=1
+//                 asks. It needs as many members on every host, numbered host
+//                 by host: otherwise the world falls back to the flat network
+//                 with a warning (an error when forced) and a set does so
+//                 silently; a set with one member per host is flat.
+//   tcp           kolo's own sockets between all members (KOLO_HIERARCHICAL=0
+//                 across hosts, KOLO_BACKEND=tcp, what the others leave).
+//   gloo          TCP on gloo's transport, only when KOLO_BACKEND=gloo.
+//
+// KOLO_NUM_SERVERS=K (K > 0) wraps the world's choice: allreduce goes through K
+// parameter servers, everything else stays on it (comm/ps). gloo, tcp and
+// hierarchical need the rendezvous store.
 #pragma once
 
 #include <memory>
@@ -42,13 +43,8 @@ std::unique_ptr<comm::Communicator> make_communicator(const Topology& topology, 
                                                       store::StoreClient* store);
 
 // The communicator of process set `set_id` among its members `ranks` (job ranks,
-// ascending, this rank among them) on `hosts` (each member's cross rank): shared
-// memory when the members share a host (unless KOLO_BACKEND asks for TCP), else
-// kolo's TCP communicator between the members (Gloo's with KOLO_BACKEND=gloo),
-// composed with shared memory inside each host (hierarchical) when every host
-// holds as many members as the others, more than one, and hierarchical is the
-// world's default or KOLO_HIERARCHICAL=1 asks for it.
-// Its ranks are the members' indices in `ranks`.
+// ascending, this rank among them) on `hosts` (each member's cross rank), from
+// the same table as the world's. Its ranks are the members' indices in `ranks`.
 std::unique_ptr<comm::Communicator> make_set_communicator(const Topology& topology, int generation,
                                                           store::StoreClient* store, int set_id,
                                                           const std::vector<int>& ranks,

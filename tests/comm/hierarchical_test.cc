@@ -80,7 +80,8 @@ using HierarchicalCommunicator = CommunicatorChoice;
 
 // The communicator the world gets, or with `set` (job ranks) a process set of
 // those ranks. Each rank exits with a code for the name it got; the members must
-// agree.
+// agree. For the world, the table's answer without a communicator
+// (shares_buffers) must match the one made.
 std::string chosen(int ranks, int per_host, std::map<std::string, std::string> env, std::vector<int> set = {}) {
   constexpr int kNotAMember = 16;
   auto outcomes = testing::spawn_ranks(ranks, [&](int rank) {
@@ -96,14 +97,17 @@ std::string chosen(int ranks, int per_host, std::map<std::string, std::string> e
         m.comm = make_set_communicator(m.topology, 0, m.store.get(), 1, set, hosts);
       }
       mine = m.comm->name();
+      // What a new elastic worker is told before it has a communicator.
+      if (set.empty() && shares_buffers(m.topology) != m.comm->works_in_shared_buffers()) mine = "planned wrong";
       m.comm->barrier();  // nobody leaves while a peer still connects
     } catch (const InvalidArgumentError& e) {
       mine = "error";
       std::printf("rank %d: %s\n", rank, e.what());
     }
     _exit(mine == "hierarchical" ? 10 : mine == "gloo" ? 11 : mine == "shm" ? 12 : mine == "error" ? 13
-           : mine == "tcp"        ? 15
-                                  : 14);
+           : mine == "tcp"           ? 15
+           : mine == "planned wrong" ? 17
+                                     : 14);
   }, options(std::move(env)));
   std::set<int> codes;
   for (const auto& o : outcomes)
@@ -115,6 +119,7 @@ std::string chosen(int ranks, int per_host, std::map<std::string, std::string> e
     case 12: return "shm";
     case 13: return "error";
     case 15: return "tcp";
+    case 17: return "shares_buffers() disagrees with the communicator made";
   }
   return "?";
 }
