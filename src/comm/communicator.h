@@ -62,6 +62,27 @@ struct CommunicatorOptions {
 // rendezvous) and kolo-server read as well.
 extern const settings::Setting kPeerTimeout, kStartTimeout;
 
+// What a transport can do beyond what every one does. Fixed for the
+// communicator's life.
+struct Capabilities {
+  // allreduce_regions reduces the regions where they lie instead of staging
+  // them through one buffer: the engine hands it fused batches as they are.
+  bool reduces_regions = false;
+  // An allreduce of shareable Buffers (Placement) works in place of the peers'
+  // memory instead of copying through the transport: where gradients in
+  // shareable buckets pay off (shared memory on one host).
+  bool works_in_shared_buffers = false;
+  // The largest `max_block` for which allgather_self_sized moves only the bytes
+  // used (0: it always pads).
+  std::size_t unpadded_block_bytes = 0;
+  // The largest operation input the engine's negotiation step carries by default
+  // (engine/agreement.h; KOLO_EAGER_BYTES overrides it): what the step moves
+  // about as cheaply as the operation's own collective would. Where every block
+  // is padded to the largest, a room for more would cost every cycle, so a little.
+  std::size_t eager_bytes_default = kSmallEagerBytes;
+  static constexpr std::size_t kSmallEagerBytes = 64;
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -85,15 +106,9 @@ class Communicator {
 
   // One allreduce over several buffers, as if their sends were concatenated and
   // the result split back into their recvs, without that copy, `scale` applied
-  // as by allreduce_scaled. Only where reduces_regions() says so; no recv may
-  // overlap another region's send, and every rank passes regions of the same
-  // counts (the engine's fused batch). This default stages them through one
-  // buffer.
-  virtual bool reduces_regions() const { return false; }
-  // Whether an allreduce of shareable Buffers (Placement) works in place of the
-  // peers' memory instead of copying through the transport: where gradients in
-  // shareable buckets pay off (shared memory on one host).
-  virtual bool works_in_shared_buffers() const { return false; }
+  // as by allreduce_scaled. No recv may overlap another region's send, and every
+  // rank passes regions of the same counts (the engine's fused batch). This
+  // default stages them through one buffer (Capabilities::reduces_regions false).
   virtual void allreduce_regions(std::span<const Region> regions, DataType dtype, ReduceOp op,
                                  const ResultScale& scale);
 
@@ -123,17 +138,11 @@ class Communicator {
   // length: padding). Rank r's block lands at recv + r * max_block; the bytes
   // after it there are unspecified. A block of a bad length is an
   // InvalidArgumentError. The default sends every block padded to `max_block`;
-  // up to unpadded_block_bytes() only each block's own length moves, so a caller
-  // may reserve room for large blocks and pay for them only when used.
+  // up to Capabilities::unpadded_block_bytes only each block's own length moves,
+  // so a caller may reserve room for large blocks and pay for them only when used.
   virtual void allgather_self_sized(const void* send, void* recv, std::size_t max_block);
-  // The largest `max_block` for which allgather_self_sized moves only the bytes
-  // used (0: it always pads).
-  virtual std::size_t unpadded_block_bytes() const { return 0; }
-  // The largest operation input the engine's negotiation step carries by default
-  // (engine/agreement.h; KOLO_EAGER_BYTES overrides it): what the step moves
-  // about as cheaply as the operation's own collective would. Where every block
-  // is padded to the largest, a room for more would cost every cycle, so a little.
-  virtual std::size_t eager_bytes_default() const { return 64; }
+  // What this transport does beyond the contract (the defaults: nothing more).
+  virtual Capabilities capabilities() const { return {}; }
   // The settings this communicator needs the same on every rank; the engine
   // checks them with its own when it starts (engine/settings_agreement.h), so a
   // job set up differently fails at init() with one message on every rank.

@@ -26,7 +26,7 @@ class SelfCommunicator final : public Communicator {
     copy_if_distinct(send, recv, count * element_size(dtype));
   }
   // A fused batch of one rank is each tensor's own copy (none when in place).
-  bool reduces_regions() const override { return true; }
+  Capabilities capabilities() const override { return {.reduces_regions = true}; }
   void allreduce_regions(std::span<const Region> regions, DataType dtype, ReduceOp,
                          const ResultScale& scale) override {
     check();

@@ -27,7 +27,7 @@ std::size_t eager_bytes_for(const EngineConfig& config, const comm::Communicator
   if (config.cache_capacity == 0) return 0;
   if (config.eager_bytes) return *config.eager_bytes;
   if (comm.size() > kEagerMaxRanks) return 0;
-  return comm.eager_bytes_default();
+  return comm.capabilities().eager_bytes_default;
 }
 
 }  // namespace

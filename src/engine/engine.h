@@ -110,7 +110,7 @@ class Engine {
   int rank() const { return rank_; }
   // The communicator's name ("shm", "gloo", ...).
   const std::string& backend() const { return backend_; }
-  bool works_in_shared_buffers() const { return comm_->works_in_shared_buffers(); }
+  bool works_in_shared_buffers() const { return comm_->capabilities().works_in_shared_buffers; }
   // Null when disabled.
   const FlightRecorder* flight_recorder() const { return recorder_.get(); }
   int size() const { return size_; }

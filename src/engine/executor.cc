@@ -136,7 +136,7 @@ void Executor::allreduce(const std::vector<const Response*>& batch, EntryMap& en
   // communicator that takes a list of buffers as they are; to others, through the
   // fusion buffer so that the communicator is called once.
   const bool direct = parts.size() == 1 && parts[0].entry != nullptr;
-  if (!direct && !reduction.prescales() && comm_.reduces_regions()) {
+  if (!direct && !reduction.prescales() && comm_.capabilities().reduces_regions) {
     std::vector<comm::Region> regions;
     regions.reserve(parts.size());
     for (const Part& p : parts) {

@@ -155,7 +155,7 @@ bool has_own_regions_path(const Job& job) {
 // and scaled (an Average) the bits of that allreduce scaled after it.
 TEST_P(CommunicatorSuite, AllreduceRegionsMatchTheContiguousAllreduce) {
   run_job(job(), [this](Member& m) {
-    EXPECT_EQ(m.comm->reduces_regions(), has_own_regions_path(job()));
+    EXPECT_EQ(m.comm->capabilities().reduces_regions, has_own_regions_path(job()));
     const auto average = comm::ResultScale::multiply(1.0 / m.comm->size());
     for (const auto& sizes : kRegionLayouts) {
       check_regions_against_contiguous(*m.comm, sizes, false);

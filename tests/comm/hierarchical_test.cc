@@ -98,7 +98,7 @@ std::string chosen(int ranks, int per_host, std::map<std::string, std::string> e
       }
       mine = m.comm->name();
       // What a new elastic worker is told before it has a communicator.
-      if (set.empty() && shares_buffers(m.topology) != m.comm->works_in_shared_buffers()) mine = "planned wrong";
+      if (set.empty() && shares_buffers(m.topology) != m.comm->capabilities().works_in_shared_buffers) mine = "planned wrong";
       m.comm->barrier();  // nobody leaves while a peer still connects
     } catch (const InvalidArgumentError& e) {
       mine = "error";

@@ -252,7 +252,7 @@ void expect_self_sized_blocks(const std::vector<std::uint8_t>& recv, int n, int 
 TEST(ShmFlagged, SelfSizedBlocksOfEveryLengthAcrossBothParities) {
   testing::run_ranks(3, [](int rank) {
     auto comm = join();
-    ASSERT_GE(comm->unpadded_block_bytes(), kMaxBlock);
+    ASSERT_GE(comm->capabilities().unpadded_block_bytes, kMaxBlock);
     const int n = comm->size();
     std::vector<std::size_t> bases = kSizes;
     bases.push_back(shm::kSelfSizedFlaggedBytes - 8);  // the ranks' lengths fall on both sides of it

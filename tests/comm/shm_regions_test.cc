@@ -63,7 +63,11 @@ class ContiguousOnly final : public testing::ForwardingCommunicator {
  public:
   using ForwardingCommunicator::ForwardingCommunicator;
   std::string name() const override { return "contiguous-only"; }
-  bool reduces_regions() const override { return false; }
+  comm::Capabilities capabilities() const override {
+    comm::Capabilities c = ForwardingCommunicator::capabilities();
+    c.reduces_regions = false;
+    return c;
+  }
   void allreduce_regions(std::span<const Region> regions, DataType dtype, ReduceOp op,
                          const comm::ResultScale& scale) override {
     Communicator::allreduce_regions(regions, dtype, op, scale);
@@ -72,7 +76,7 @@ class ContiguousOnly final : public testing::ForwardingCommunicator {
 
 TEST(Regions, TransportsWithoutTheirOwnPathStageThroughOneBuffer) {
   ContiguousOnly comm(make_self_communicator());
-  EXPECT_FALSE(comm.reduces_regions());
+  EXPECT_FALSE(comm.capabilities().reduces_regions);
   for (const auto& sizes : testing::kRegionLayouts) {
     testing::check_regions_against_contiguous(comm, sizes, false);
     testing::check_regions_against_contiguous(comm, sizes, true);
@@ -81,7 +85,7 @@ TEST(Regions, TransportsWithoutTheirOwnPathStageThroughOneBuffer) {
 
 TEST(Regions, AJobOfOneCopiesEachRegion) {
   auto comm = make_self_communicator();
-  EXPECT_TRUE(comm->reduces_regions());
+  EXPECT_TRUE(comm->capabilities().reduces_regions);
   for (const auto& sizes : testing::kRegionLayouts) {
     testing::check_regions_against_contiguous(*comm, sizes, false);
     testing::check_regions_against_contiguous(*comm, sizes, true);

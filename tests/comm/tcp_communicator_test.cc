@@ -232,7 +232,7 @@ TEST(TcpSelfSized, BlocksMoveAtTheirOwnLengthAndBadLengthsAreRefused) {
   testing::run_ranks(3, [](int rank) {
     auto store = connect_job_store();
     auto comm = join_tcp(*store, rank, 3);
-    EXPECT_GE(comm->unpadded_block_bytes(), std::size_t{1} << 20);
+    EXPECT_GE(comm->capabilities().unpadded_block_bytes, std::size_t{1} << 20);
     const std::size_t max_block = 4096;
     for (int round = 0; round < 4; ++round) {
       std::vector<std::uint8_t> mine(max_block, 0xEE), all(3 * max_block, 0);

@@ -32,7 +32,7 @@ class ForwardingCommunicator : public comm::Communicator {
     ++collectives_;
     inner_->allreduce_scaled(send, recv, count, dtype, op, scale, placement);
   }
-  bool reduces_regions() const override { return inner_->reduces_regions(); }
+  comm::Capabilities capabilities() const override { return inner_->capabilities(); }
   void allreduce_regions(std::span<const comm::Region> regions, DataType dtype, ReduceOp op,
                          const comm::ResultScale& scale) override {
     ++collectives_;
@@ -62,8 +62,6 @@ class ForwardingCommunicator : public comm::Communicator {
     ++collectives_;
     inner_->allgather_self_sized(send, recv, max_block);
   }
-  std::size_t unpadded_block_bytes() const override { return inner_->unpadded_block_bytes(); }
-  std::size_t eager_bytes_default() const override { return inner_->eager_bytes_default(); }
   void gatherv(const void* send, std::size_t bytes, void* recv, std::span<const std::size_t> sizes, int root) override {
     ++collectives_;
     inner_->gatherv(send, bytes, recv, sizes, root);
@@ -93,8 +91,12 @@ class ForwardingCommunicator : public comm::Communicator {
 class PaddingCommunicator final : public ForwardingCommunicator {
  public:
   using ForwardingCommunicator::ForwardingCommunicator;
-  std::size_t unpadded_block_bytes() const override { return 0; }
-  std::size_t eager_bytes_default() const override { return Communicator::eager_bytes_default(); }
+  comm::Capabilities capabilities() const override {
+    comm::Capabilities c = ForwardingCommunicator::capabilities();
+    c.unpadded_block_bytes = 0;
+    c.eager_bytes_default = comm::Capabilities::kSmallEagerBytes;
+    return c;
+  }
   void allgather_self_sized(const void* send, void* recv, std::size_t max_block) override {
     Communicator::allgather_self_sized(send, recv, max_block);
   }

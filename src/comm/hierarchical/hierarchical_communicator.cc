@@ -37,6 +37,7 @@ class HierarchicalCommunicator final : public Communicator {
         (!layout_.job_ranks.empty() && static_cast<int>(layout_.job_ranks.size()) != flat_->size()))
       throw InvalidArgumentError("hierarchical communicator: the local, cross and flat communicators do not match "
                                  "the host layout");
+    capabilities_ = composed_capabilities();
   }
 
   int rank() const override { return flat_->rank(); }
@@ -71,11 +72,10 @@ class HierarchicalCommunicator final : public Communicator {
   // and writing into the tensors (a transport without list steps of its own
   // stages them); with one rank per host, the cross communicator's own list
   // path, when it has one.
-  bool reduces_regions() const override { return layout_.local_size > 1 || cross_->reduces_regions(); }
   void allreduce_regions(std::span<const Region> regions, DataType dtype, ReduceOp op,
                          const ResultScale& scale) override {
     if (layout_.local_size == 1) {
-      if (!cross_->reduces_regions()) return Communicator::allreduce_regions(regions, dtype, op, scale);
+      if (!cross_->capabilities().reduces_regions) return Communicator::allreduce_regions(regions, dtype, op, scale);
       return run(Part::Cross, [&] { cross_->allreduce_regions(regions, dtype, op, scale); });
     }
     through_shards(RegionList(regions, element_size(dtype)).count(), dtype, op, scale,
@@ -109,32 +109,7 @@ class HierarchicalCommunicator final : public Communicator {
     run(Part::Local, [&] { local_->broadcast(out, total, 0); });
   }
 
-  // Only the bytes each block uses move wherever the parts move only those:
-  // the blocks gather in the host, the leaders swap their hosts' blocks packed
-  // end to end, and each leader hands the whole job's pack to its host in one
-  // more self-sized step, in which the others offer empty packs.
-  std::size_t unpadded_block_bytes() const override {
-    constexpr std::size_t kAny = std::numeric_limits<std::size_t>::max();
-    const auto per_block = [](std::size_t unpadded, std::size_t blocks) {
-      const std::size_t room = max_pack_bytes(0, 0);
-      return unpadded > room ? (unpadded - room) / blocks : 0;
-    };
-    const auto n = static_cast<std::size_t>(size()), L = static_cast<std::size_t>(layout_.local_size);
-    const std::size_t through_host = L == 1 ? kAny : per_block(local_->unpadded_block_bytes(), n);
-    const std::size_t across = layout_.cross_size == 1 ? kAny : per_block(cross_->unpadded_block_bytes(), L);
-    return std::min(through_host, across);
-  }
-
-  // Carrying an operation moves each input once through its host and each
-  // host's inputs once across: the parts' own defaults bound it.
-  std::size_t eager_bytes_default() const override {
-    std::size_t bytes = std::numeric_limits<std::size_t>::max();
-    if (layout_.local_size > 1) bytes = std::min(bytes, local_->eager_bytes_default());
-    if (layout_.cross_size > 1) bytes = std::min(bytes, cross_->eager_bytes_default());
-    const std::size_t unpadded = unpadded_block_bytes();
-    if (unpadded == 0 || bytes == std::numeric_limits<std::size_t>::max()) return Communicator::eager_bytes_default();
-    return std::max(Communicator::eager_bytes_default(), std::min(bytes, unpadded / 4 / 8 * 8));
-  }
+  Capabilities capabilities() const override { return capabilities_; }
 
   std::vector<SharedSetting> shared_settings() const override {
     std::vector<SharedSetting> all;
@@ -149,7 +124,8 @@ class HierarchicalCommunicator final : public Communicator {
   }
 
   void allgather_self_sized(const void* send, void* recv, std::size_t max_block) override {
-    if (max_block > unpadded_block_bytes()) return Communicator::allgather_self_sized(send, recv, max_block);
+    if (max_block > capabilities_.unpadded_block_bytes)
+      return Communicator::allgather_self_sized(send, recv, max_block);
     const int L = layout_.local_size, C = layout_.cross_size, host = layout_.cross_rank, n = size();
     const bool leader = layout_.local_rank == 0;
     auto* out = static_cast<std::byte*>(recv);
@@ -216,6 +192,33 @@ class HierarchicalCommunicator final : public Communicator {
   }
 
  private:
+  Capabilities composed_capabilities() const {
+    const Capabilities local = local_->capabilities(), cross = cross_->capabilities();
+    Capabilities c;
+    c.reduces_regions = layout_.local_size > 1 || cross.reduces_regions;
+    // Only the bytes each block uses move wherever the parts move only those:
+    // the blocks gather in the host, the leaders swap their hosts' blocks packed
+    // end to end, and each leader hands the whole job's pack to its host in one
+    // more self-sized step, in which the others offer empty packs.
+    constexpr std::size_t kAny = std::numeric_limits<std::size_t>::max();
+    const auto per_block = [](std::size_t unpadded, std::size_t blocks) {
+      const std::size_t room = max_pack_bytes(0, 0);
+      return unpadded > room ? (unpadded - room) / blocks : 0;
+    };
+    const auto n = static_cast<std::size_t>(size()), L = static_cast<std::size_t>(layout_.local_size);
+    const std::size_t through_host = L == 1 ? kAny : per_block(local.unpadded_block_bytes, n);
+    const std::size_t across = layout_.cross_size == 1 ? kAny : per_block(cross.unpadded_block_bytes, L);
+    c.unpadded_block_bytes = std::min(through_host, across);
+    // Carrying an operation moves each input once through its host and each
+    // host's inputs once across: the parts' own defaults bound it.
+    std::size_t bytes = kAny;
+    if (layout_.local_size > 1) bytes = std::min(bytes, local.eager_bytes_default);
+    if (layout_.cross_size > 1) bytes = std::min(bytes, cross.eager_bytes_default);
+    if (c.unpadded_block_bytes != 0 && bytes != kAny)
+      c.eager_bytes_default = std::max(c.eager_bytes_default, std::min(bytes, c.unpadded_block_bytes / 4 / 8 * 8));
+    return c;
+  }
+
   // An allreduce of `count` elements with several ranks per host: `reduce(counts)`
   // reduce-scatters the host's inputs into this rank's shard_ (counts: the
   // host's ranks' shares, in local rank order), the hosts allreduce and scale
@@ -277,6 +280,7 @@ class HierarchicalCommunicator final : public Communicator {
   }
 
   HostLayout layout_;
+  Capabilities capabilities_;
   std::unique_ptr<Communicator> local_;
   std::unique_ptr<MeshCommunicator> cross_;
   std::unique_ptr<MeshCommunicator> flat_;

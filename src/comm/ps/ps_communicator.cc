@@ -71,7 +71,11 @@ class PsCommunicator final : public Communicator {
   void allgather_self_sized(const void* send, void* recv, std::size_t max_block) override {
     workers_->allgather_self_sized(send, recv, max_block);
   }
-  std::size_t unpadded_block_bytes() const override { return workers_->unpadded_block_bytes(); }
+  // Only what the workers' communicator does for the collectives it carries
+  // (allreduce goes to the servers, staged).
+  Capabilities capabilities() const override {
+    return {.unpadded_block_bytes = workers_->capabilities().unpadded_block_bytes};
+  }
   void gatherv(const void* send, std::size_t send_bytes, void* recv, std::span<const std::size_t> recv_bytes,
                int root) override {
     workers_->gatherv(send, send_bytes, recv, recv_bytes, root);

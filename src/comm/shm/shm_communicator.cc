@@ -183,8 +183,6 @@ class ShmCommunicator final : public Communicator {
     });
   }
 
-  bool reduces_regions() const override { return true; }
-  bool works_in_shared_buffers() const override { return true; }
 
   void allreduce_regions(std::span<const Region> regions, DataType dtype, ReduceOp op,
                          const ResultScale& scale) override {
@@ -271,14 +269,18 @@ class ShmCommunicator final : public Communicator {
     });
   }
 
-  std::size_t unpadded_block_bytes() const override { return channel_->slot_bytes(); }
-
-  // The step moves only the bytes a rank offers, so a room costs nothing until
-  // used, and carrying an operation beats a second collective for it well past
-  // 4 KiB (docs/benchmarks.md). 4 KiB keeps the step's block within a quarter of
-  // a slot, and the step of every rank of a 16-rank job within 64 KiB.
-  std::size_t eager_bytes_default() const override {
-    return std::max<std::size_t>(64, std::min<std::size_t>(4096, channel_->slot_bytes() / 4 / 8 * 8));
+  // Fused batches and shareable buffers are reduced where they lie. The step
+  // moves only the bytes a rank offers, so a room costs nothing until used, and
+  // carrying an operation beats a second collective for it well past 4 KiB
+  // (docs/benchmarks.md). 4 KiB keeps the step's block within a quarter of a
+  // slot, and the step of every rank of a 16-rank job within 64 KiB.
+  Capabilities capabilities() const override {
+    const std::size_t slot = channel_->slot_bytes();
+    return {.reduces_regions = true,
+            .works_in_shared_buffers = true,
+            .unpadded_block_bytes = slot,
+            .eager_bytes_default =
+                std::max<std::size_t>(Capabilities::kSmallEagerBytes, std::min<std::size_t>(4096, slot / 4 / 8 * 8))};
   }
 
   void allgather_self_sized(const void* send, void* recv, std::size_t max_block) override {

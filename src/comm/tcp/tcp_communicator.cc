@@ -14,20 +14,19 @@ class TcpCommunicator final : public direct::DirectCommunicator<tcp::Mesh> {
  public:
   using DirectCommunicator::DirectCommunicator;
 
-  // Frames carry their length, so a self-sized block moves only its used bytes,
-  // whatever max_block is.
-  std::size_t unpadded_block_bytes() const override { return std::numeric_limits<std::uint32_t>::max(); }
-
-  // Up to 64 KiB (Tuning::small_bytes) the allreduce itself sends every rank's
-  // whole input to every peer, which is what the step moves when it carries the
-  // operation: carrying saves the second round trip at no cost in bytes.
-  std::size_t eager_bytes_default() const override { return 64 << 10; }
-
   // A fused batch moves straight from and into its tensors, a message per
   // tensor a round's piece spans, instead of through a staging buffer (two more
-  // passes over every gradient). gloo keeps the staging: each of its messages
-  // costs a ready notification and a thread wake-up.
-  bool reduces_regions() const override { return true; }
+  // passes over every gradient); gloo keeps the staging: each of its messages
+  // costs a ready notification and a thread wake-up. Frames carry their length,
+  // so a self-sized block moves only its used bytes, whatever max_block is. Up
+  // to 64 KiB (Tuning::small_bytes) the allreduce itself sends every rank's
+  // whole input to every peer, which is what the step moves when it carries the
+  // operation: carrying saves the second round trip at no cost in bytes.
+  Capabilities capabilities() const override {
+    return {.reduces_regions = true,
+            .unpadded_block_bytes = std::numeric_limits<std::uint32_t>::max(),
+            .eager_bytes_default = 64 << 10};
+  }
   void allreduce_regions(std::span<const Region> regions, DataType dtype, ReduceOp op,
                          const ResultScale& scale) override {
     guarded([&] { collectives_.allreduce_regions(regions, dtype, op, scale); });
