@@ -13,12 +13,6 @@ KOLO_SETTING(kPeerTimeout, {.name = "KOLO_PEER_TIMEOUT", .kind = settings::Kind:
 KOLO_SETTING(kStartTimeout, {.name = "KOLO_START_TIMEOUT", .kind = settings::Kind::Timeout, .fallback = "30",
                              .doc = "seconds init() waits for every rank to arrive"});
 
-void Communicator::allreduce_scaled(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
-                                    const ResultScale& scale, Placement placement) {
-  allreduce(send, recv, count, dtype, op, placement);
-  scale.apply(recv, count, dtype);
-}
-
 // For transports without a scatter-gather path: through one staging buffer.
 void Communicator::allreduce_regions(std::span<const Region> regions, DataType dtype, ReduceOp op,
                                      const ResultScale& scale) {
@@ -26,7 +20,7 @@ void Communicator::allreduce_regions(std::span<const Region> regions, DataType d
   RegionList list(regions, es);
   std::vector<std::byte> staging(list.count() * es);
   list.gather_sends(staging.data());
-  allreduce_scaled(staging.data(), staging.data(), list.count(), dtype, op, scale, {});
+  allreduce(staging.data(), staging.data(), list.count(), dtype, op, scale);
   list.scatter_recvs(staging.data());
 }
 

@@ -92,21 +92,18 @@ class Communicator {
   // "shm", "self", ... for logs and benchmarks.
   virtual std::string name() const = 0;
 
-  // recv[i] = send_0[i] op send_1[i] op ... for `count` elements. `op` is never
-  // Average (the engine divides). Reduction order is by rank, the same on every rank.
-  // Every implementation declares the same default placement (none).
+  // recv[i] = send_0[i] op send_1[i] op ... for `count` elements, then `scale`
+  // applied (the engine's Average and postscale; none by default). `op` is never
+  // Average (the engine divides). Reduction order is by rank, the same on every
+  // rank. A transport that reduces in blocks scales each block as it reduces it,
+  // while it is in cache; the same bits as a pass over the result after.
+  // Every implementation declares the same defaults (no scale, no placement).
   virtual void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
-                         Placement placement = {}) = 0;
-  // allreduce, then `scale` applied to the result (the engine's Average and
-  // postscale). A transport that reduces in blocks scales each block as it
-  // reduces it, while it is in cache; this default makes one more pass over the
-  // result. The same bits either way.
-  virtual void allreduce_scaled(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
-                                const ResultScale& scale, Placement placement);
+                         const ResultScale& scale = {}, Placement placement = {}) = 0;
 
   // One allreduce over several buffers, as if their sends were concatenated and
   // the result split back into their recvs, without that copy, `scale` applied
-  // as by allreduce_scaled. No recv may overlap another region's send, and every
+  // as by allreduce. No recv may overlap another region's send, and every
   // rank passes regions of the same counts (the engine's fused batch). This
   // default stages them through one buffer (Capabilities::reduces_regions false).
   virtual void allreduce_regions(std::span<const Region> regions, DataType dtype, ReduceOp op,

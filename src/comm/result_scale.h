@@ -1,7 +1,7 @@
 // What a reduced sum becomes before it is a result: divided by the job size
 // (an Average) and multiplied by a postscale. A communicator that reduces in
 // blocks applies it to each block right after reducing it, while the block is
-// still in cache (Communicator::allreduce_scaled), so that it costs no pass over
+// still in cache (Communicator::allreduce with a ResultScale), so that it costs no pass over
 // the result of its own: a second pass over ResNet-50's 102 MB of gradients
 // takes about 12 ms on this project's machine. It is the same elementwise
 // arithmetic wherever it runs, so the bits are the same too.

@@ -21,9 +21,10 @@ class SelfCommunicator final : public Communicator {
   std::string name() const override { return "self"; }
 
   void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp,
-                 Placement = {}) override {
+                 const ResultScale& scale = {}, Placement = {}) override {
     check();
     copy_if_distinct(send, recv, count * element_size(dtype));
+    scale.apply(recv, count, dtype);
   }
   // A fused batch of one rank is each tensor's own copy (none when in place).
   Capabilities capabilities() const override { return {.reduces_regions = true}; }

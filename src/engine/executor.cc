@@ -165,7 +165,7 @@ void Executor::allreduce(const std::vector<const Response*>& batch, EntryMap& en
   phases_.fused = true;
   stamp(phases_.comm_start);
   reduction.prescale(data, total);
-  comm_.allreduce_scaled(data, data, total, dtype, reduction.wire_op(), reduction.result_scale(), {});
+  comm_.allreduce(data, data, total, dtype, reduction.wire_op(), reduction.result_scale(), {});
   stamp(phases_.comm_end);
   offset = 0;
   for (const Part& p : parts) {
@@ -192,7 +192,7 @@ void Executor::reduce_direct(const Response& response, const void* input, void* 
   }
   stamp(phases_.comm_start);
   if (reduction.prescales()) reduction.prescale(data, total);  // send == data here
-  comm_.allreduce_scaled(send, data, total, dtype, reduction.wire_op(), reduction.result_scale(), placement);
+  comm_.allreduce(send, data, total, dtype, reduction.wire_op(), reduction.result_scale(), placement);
   stamp(phases_.comm_end);
 }
 

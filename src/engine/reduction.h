@@ -6,7 +6,7 @@
 // prescale instead). Routes differ only in where the data is
 // reduced, so that they give the same bits. A communicator that reduces in
 // blocks finishes each block as it reduces it (result_scale(),
-// Communicator::allreduce_scaled); the other routes call finish().
+// Communicator::allreduce with a ResultScale); the other routes call finish().
 #pragma once
 
 #include <cstddef>

@@ -217,7 +217,7 @@ TEST_P(CommunicatorSuite, ReduceScatterAndAllgatherOverRegionsMatchTheContiguous
   });
 }
 
-// What allreduce_scaled applies to each block where the block is reduced is
+// What allreduce applies to each block where the block is reduced is
 // what a pass of its own over allreduce's result gives, bit for bit, for every
 // type (integers: the truncating division of an integer Average), every path
 // (sizes past each lowered threshold and the large rounds) and in place.
@@ -239,11 +239,11 @@ TEST_P(CommunicatorSuite, AllreduceScaledIsTheAllreduceScaledAfter) {
         comm.allreduce(in.data(), want.data(), count, dtype, ReduceOp::Sum);
         scale.apply(want.data(), count, dtype);
         Bytes out(in.size(), 0xcd);
-        comm.allreduce_scaled(in.data(), out.data(), count, dtype, ReduceOp::Sum, scale, {});
-        ASSERT_EQ(out, want) << describe("allreduce_scaled", dtype, count, ReduceOp::Sum);
+        comm.allreduce(in.data(), out.data(), count, dtype, ReduceOp::Sum, scale, {});
+        ASSERT_EQ(out, want) << describe("scaled allreduce", dtype, count, ReduceOp::Sum);
         Bytes data = in;
-        comm.allreduce_scaled(data.data(), data.data(), count, dtype, ReduceOp::Sum, scale, {});
-        ASSERT_EQ(data, want) << describe("in-place allreduce_scaled", dtype, count, ReduceOp::Sum);
+        comm.allreduce(data.data(), data.data(), count, dtype, ReduceOp::Sum, scale, {});
+        ASSERT_EQ(data, want) << describe("in-place scaled allreduce", dtype, count, ReduceOp::Sum);
       }
     }
   });

@@ -282,7 +282,7 @@ TEST_F(HierarchicalCommunicator, TheOutputsPlacementReachesTheHostsGather) {
     EXPECT_EQ(out.as<float>()[count - 1], 10.0f);
     EXPECT_EQ(testing::mapped_shareable_files(), own);
     std::fill(out.as<float>(), out.as<float>() + count, 0.0f);
-    m.comm->allreduce(input.data(), out.data(), count, DataType::Float32, ReduceOp::Sum,
+    m.comm->allreduce(input.data(), out.data(), count, DataType::Float32, ReduceOp::Sum, {},
                       {input.memory(), out.memory()});
     EXPECT_EQ(out.as<float>()[0], 10.0f);
     EXPECT_EQ(out.as<float>()[count - 1], 10.0f);

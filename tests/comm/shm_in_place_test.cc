@@ -556,7 +556,7 @@ TEST(ShmInPlace, TheCommunicatorTakesItForLargeBuffersAndAgreesWithSlots) {
         Buffer expected(DataType::Float32, Shape{count});
         Buffer out = Buffer::shareable(DataType::Float32, Shape{count});
         slots->allreduce(input.data(), expected.data(), count, DataType::Float32, ReduceOp::Sum);
-        comm->allreduce(input.data(), out.data(), count, DataType::Float32, ReduceOp::Sum,
+        comm->allreduce(input.data(), out.data(), count, DataType::Float32, ReduceOp::Sum, {},
                         {input.memory(), out.memory()});
         EXPECT_TRUE(same_bytes(out, expected));
         const Region one{input.data(), input.data(), static_cast<std::size_t>(count),
@@ -567,7 +567,7 @@ TEST(ShmInPlace, TheCommunicatorTakesItForLargeBuffersAndAgreesWithSlots) {
         const auto average = comm::ResultScale::multiply(0.5);
         average.apply(expected.data(), count, DataType::Float32);
         fill(input, rank);
-        comm->allreduce_scaled(input.data(), out.data(), count, DataType::Float32, ReduceOp::Sum, average,
+        comm->allreduce(input.data(), out.data(), count, DataType::Float32, ReduceOp::Sum, average,
                                {input.memory(), out.memory()});
         EXPECT_TRUE(same_bytes(out, expected));
         comm->allreduce_regions({&one, 1}, DataType::Float32, ReduceOp::Sum, average);
@@ -608,7 +608,7 @@ TEST(ShmInPlace, TheCommunicatorWorksInPlaceExactlyWhenTheCallCarriesThePlacemen
     EXPECT_EQ(testing::mapped_shareable_files(), own) << "bare pointers took the in-place path";
 
     std::fill(out.as<float>(), out.as<float>() + count, 0.0f);
-    comm->allreduce(input.data(), out.data(), count, DataType::Float32, ReduceOp::Sum, {input.memory(), out.memory()});
+    comm->allreduce(input.data(), out.data(), count, DataType::Float32, ReduceOp::Sum, {}, {input.memory(), out.memory()});
     EXPECT_EQ(out.as<float>()[count - 1], 3.0f);
     EXPECT_EQ(testing::mapped_shareable_files(), own + 2) << "the peer's input and output";
     std::memset(gathered.data(), 0, gathered.nbytes());

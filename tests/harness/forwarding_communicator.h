@@ -23,14 +23,9 @@ class ForwardingCommunicator : public comm::Communicator {
   int size() const override { return inner_->size(); }
   std::string name() const override { return inner_->name(); }
   void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
-                 comm::Placement placement = {}) override {
+                 const comm::ResultScale& scale = {}, comm::Placement placement = {}) override {
     ++collectives_;
-    inner_->allreduce(send, recv, count, dtype, op, placement);
-  }
-  void allreduce_scaled(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
-                        const comm::ResultScale& scale, comm::Placement placement) override {
-    ++collectives_;
-    inner_->allreduce_scaled(send, recv, count, dtype, op, scale, placement);
+    inner_->allreduce(send, recv, count, dtype, op, scale, placement);
   }
   comm::Capabilities capabilities() const override { return inner_->capabilities(); }
   void allreduce_regions(std::span<const comm::Region> regions, DataType dtype, ReduceOp op,

@@ -35,7 +35,7 @@ RunOnce CommBackend::prepare(const BenchOptions& o, const SizePoint& p, void* se
     case Collective::Allreduce: {
       const ReduceOp op = to_kolo(o.reduce);
       return [=] {
-        c->allreduce(send, recv, p.send_count, dtype, op, placement);
+        c->allreduce(send, recv, p.send_count, dtype, op, {}, placement);
         return recv;
       };
     }

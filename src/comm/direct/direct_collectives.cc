@@ -13,7 +13,7 @@
 // j. Reduce-scatter: in rounds of at most round_bytes per peer (double-buffered,
 // so the next round is on the wire while this one is reduced), every rank sends
 // each owner its piece of the owner's block, and each owner reduces the pieces of
-// all ranks in rank order with reduce_many, then scales it (allreduce_scaled)
+// all ranks in rank order with reduce_many, then scales it (allreduce with a ResultScale)
 // while it is in cache. Allgather: as soon as an owner has reduced a round's
 // piece it sends it to every peer, so the allgather is on the wire while later
 // rounds are reduced.

@@ -51,7 +51,7 @@ class Collectives {
   Collectives(Links& mesh, Tuning tuning) : mesh_(mesh), tuning_(tuning) {}
   const Tuning& tuning() const { return tuning_; }
 
-  // Communicator::allreduce_scaled: each owner scales its block as it reduces
+  // Communicator::allreduce with a ResultScale: each owner scales its block as it reduces
   // it, before the block goes to the others.
   void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
                  const ResultScale& scale);

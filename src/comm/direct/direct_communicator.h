@@ -38,11 +38,7 @@ class DirectCommunicator : public MeshCommunicator {
   }
 
   void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
-                 Placement = {}) override {
-    guarded([&] { collectives_.allreduce(send, recv, count, dtype, op, {}); });
-  }
-  void allreduce_scaled(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
-                        const ResultScale& scale, Placement) override {
+                 const ResultScale& scale = {}, Placement = {}) override {
     guarded([&] { collectives_.allreduce(send, recv, count, dtype, op, scale); });
   }
   void reduce_scatter(const void* send, void* recv, std::span<const std::size_t> recv_counts, DataType dtype,

@@ -51,13 +51,9 @@ class HierarchicalCommunicator final : public Communicator {
   // The host's shard is scaled where the hosts reduce it, before the host's
   // ranks gather it.
   void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
-                 Placement placement = {}) override {
-    allreduce_scaled(send, recv, count, dtype, op, {}, placement);
-  }
-  void allreduce_scaled(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
-                        const ResultScale& scale, Placement placement) override {
+                 const ResultScale& scale = {}, Placement placement = {}) override {
     const int L = layout_.local_size;
-    if (L == 1) return run(Part::Cross, [&] { cross_->allreduce_scaled(send, recv, count, dtype, op, scale, {}); });
+    if (L == 1) return run(Part::Cross, [&] { cross_->allreduce(send, recv, count, dtype, op, scale); });
     const std::size_t es = element_size(dtype);
     through_shards(count, dtype, op, scale, [&](const std::vector<std::size_t>& counts) {
       local_->reduce_scatter(send, shard_.data(), counts, dtype, op);
@@ -232,7 +228,7 @@ class HierarchicalCommunicator final : public Communicator {
     const std::size_t mine = counts[static_cast<std::size_t>(layout_.local_rank)];
     shard_.resize(mine * element_size(dtype));
     run(Part::Local, [&] { reduce(counts); });
-    run(Part::Cross, [&] { cross_->allreduce_scaled(shard_.data(), shard_.data(), mine, dtype, op, scale, {}); });
+    run(Part::Cross, [&] { cross_->allreduce(shard_.data(), shard_.data(), mine, dtype, op, scale, {}); });
     run(Part::Local, [&] { gather(counts); });
   }
 

@@ -98,13 +98,9 @@ class MpiCommunicator final : public Communicator {
     return {{mpi_impl::kSmallBytes.name, static_cast<std::int64_t>(small_bytes_)}};
   }
 
-  void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
-                 Placement placement = {}) override {
-    allreduce_scaled(send, recv, count, dtype, op, {}, placement);
-  }
   // Each rank scales the block it reduced before the allgather hands it on.
-  void allreduce_scaled(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
-                        const ResultScale& scale, Placement) override {
+  void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
+                 const ResultScale& scale = {}, Placement = {}) override {
     MPI_Op mpi_op = ops_->op(dtype, op);
     waiter_.check_usable();
     const std::size_t es = element_size(dtype);

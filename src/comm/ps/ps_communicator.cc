@@ -42,14 +42,10 @@ class PsCommunicator final : public Communicator {
     return settings;
   }
 
-  // Through the servers the data is copied whatever memory it lies in.
+  // Through the servers the data is copied whatever memory it lies in. The
+  // servers scale each partition as they reduce it.
   void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
-                 Placement placement = {}) override {
-    allreduce_scaled(send, recv, count, dtype, op, ResultScale(), placement);
-  }
-  // The servers scale each partition as they reduce it.
-  void allreduce_scaled(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
-                        const ResultScale& scale, Placement) override {
+                 const ResultScale& scale = {}, Placement = {}) override {
     if (op == ReduceOp::Average)
       throw InvalidArgumentError("ps communicator: allreduce takes Sum, Min, Max or Product (the engine divides)");
     element_size(dtype);  // an invalid dtype throws here, before anything is posted

@@ -46,7 +46,7 @@
 //   2. as owner of segment r: wait for every peer's posted, reduce segment r over
 //      all ranks IN RANK ORDER with reduce_many (its own contribution read from
 //      its private input, no copy) into segment r of its own slot, scaled
-//      (allreduce_scaled) block by block while in L1; post reduced; copy that
+//      (allreduce with a ResultScale) block by block while in L1; post reduced; copy that
 //      result to its output;
 //   3. for every other owner j: wait for j's reduced, copy segment j from j's
 //      slot to the output; finish (consumed).
@@ -166,12 +166,7 @@ class ShmCommunicator final : public Communicator {
   std::string name() const override { return "shm"; }
 
   void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
-                 Placement placement = {}) override {
-    allreduce_scaled(send, recv, count, dtype, op, {}, placement);
-  }
-
-  void allreduce_scaled(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
-                        const ResultScale& scale, Placement placement) override {
+                 const ResultScale& scale = {}, Placement placement = {}) override {
     run("allreduce", [&] {
       check_reduction(dtype, op);
       if (count * element_size(dtype) >= channel_->mapped_bytes() &&
