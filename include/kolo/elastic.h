@@ -43,6 +43,12 @@ void reset();
 // False, at once, in every other case.
 bool admit();
 
+// True on a worker that joined a running job and is not yet taken in (its
+// init() returned with the planned place). What it allocates before admit(),
+// the others do not wait for: run() has the state make room for what the first
+// sync will bring (State::prepare_to_join) before it asks to be taken in.
+bool awaits_admission();
+
 // True when the job has a newer membership (workers were added) and this rank
 // must reset. Every rank that has completed the same collectives gives the same
 // answer, so all of them reset at the same step; it runs no collective.

@@ -136,6 +136,7 @@ PYBIND11_MODULE(_kolo, m) {
   });
   m.def("_elastic_hosts_updated", &kolo::elastic::hosts_updated);
   m.def("_hosts_alike", &kolo::hosts_alike);
+  m.def("_elastic_awaits_admission", &kolo::elastic::awaits_admission);
   m.def("_elastic_admit", [] {
     py::gil_scoped_release released;
     return kolo::elastic::admit();

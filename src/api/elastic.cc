@@ -53,6 +53,8 @@ bool hosts_updated() { return enabled() && !runtime::is_planned() && runtime::en
 
 bool admit() { return enabled() && kolo::is_initialized() && runtime::admit(); }
 
+bool awaits_admission() { return enabled() && kolo::is_initialized() && runtime::is_planned(); }
+
 void State::check_host_updates() {
   if (hosts_updated()) throw HostsUpdatedInterrupt(false);
 }

@@ -284,6 +284,13 @@ def test_torch_state_sync_with_optimizers_without_state(make):
     state = TorchState(model, optimizer, epoch=0)
     before = torch_bits(state)
     own = {id(v) for s in optimizer.state.values() for v in s.values() if isinstance(v, torch.Tensor)}
+    made_ahead = set()
+    if joiner:
+        # What run() does on a worker that joins, before it is taken in.
+        state.prepare_to_join()
+        pool = state._handlers['optimizer']._receive_pool
+        made_ahead = {id(t) for free in pool._free.values() for t in free}
+        assert len(made_ahead) == len(list(model.parameters())) * (1 if isinstance(optimizer, torch.optim.SGD) else 2)
     state.sync()
     # The joiner's optimizer got rank 0's state and its model rank 0's.
     assert same_on_every_rank(torch_bits(state), 'elastic_test.joiner_sync')
@@ -291,8 +298,12 @@ def test_torch_state_sync_with_optimizers_without_state(make):
         assert torch_bits(state) == before
     if joiner and rank != 0:
         # Received as it is, without the step a fresh optimizer takes in
-        # broadcast_optimizer_state (its zero gradients would be left behind).
+        # broadcast_optimizer_state (its zero gradients would be left behind),
+        # into the tensors prepare_to_join made.
         assert all(p.grad is None for p in model.parameters())
+        received = [v for s in optimizer.state.values() for v in s.values()
+                    if isinstance(v, torch.Tensor) and v.dim() > 0]
+        assert received and {id(v) for v in received} <= made_ahead
     elif rank != 0:
         # A rank with state receives into its own tensors.
         now = {id(v) for s in optimizer.state.values() for v in s.values() if isinstance(v, torch.Tensor)}
@@ -309,6 +320,25 @@ def test_torch_state_sync_with_optimizers_without_state(make):
     assert same_on_every_rank(torch_bits(state), 'elastic_test.empty_sync')
     if rank == 0:
         assert torch_bits(state) == before
+
+
+def test_a_joiners_optimizer_state_is_made_ahead_by_a_twin_of_its_optimizer():
+    from kolo.torch.elastic.state import _state_tensors_per_parameter
+    params = list(make_model(seed=5).parameters())
+    assert _state_tensors_per_parameter(torch.optim.SGD(params, lr=0.1, momentum=0.9)) == 1
+    assert _state_tensors_per_parameter(torch.optim.SGD(params, lr=0.1)) == 0
+    assert _state_tensors_per_parameter(torch.optim.Adam(params, lr=0.1)) == 2
+    assert _state_tensors_per_parameter(torch.optim.Adam(params, lr=0.1, amsgrad=True)) == 3
+    wrapped = hvd.DistributedOptimizer(torch.optim.Adam(params, lr=0.1))
+    assert _state_tensors_per_parameter(wrapped) == 2
+    scheduled = torch.optim.SGD(params, lr=0.1, momentum=0.9)
+    torch.optim.lr_scheduler.StepLR(scheduled, step_size=1)  # adds initial_lr to the groups
+    assert _state_tensors_per_parameter(scheduled) == 1
+
+    class Odd(torch.optim.SGD):  # a constructor the twin cannot be made with
+        def __init__(self, params, extra):
+            super().__init__(params, lr=0.1, momentum=0.9)
+    assert _state_tensors_per_parameter(Odd(params, 1)) == 0
 
 
 def test_torch_state_sync_sends_only_what_differs(monkeypatch):
@@ -482,6 +512,7 @@ ELASTIC_PROGRAM = r'''
 import hashlib, json, os, sys, time
 import torch
 import kolo.torch as hvd
+from kolo.torch import _kolo
 
 mode, marker = sys.argv[1], sys.argv[2]
 hvd.init()
@@ -495,6 +526,20 @@ state = hvd.elastic.TorchState(model, optimizer, sampler=sampler, epoch=0, steps
 resets = []
 state.register_reset_callbacks([lambda: resets.append(hvd.size())])
 BATCH = 3
+# A worker that joins: run() has the state make its receive tensors before it
+# is taken in (prepare_to_join); the first sync receives into them.
+prepared = {}
+_prepare_to_join = state.prepare_to_join
+
+
+def prepare_to_join():
+    prepared['awaited_admission'] = _kolo._elastic_awaits_admission()
+    _prepare_to_join()
+    pool = state._handlers['optimizer']._receive_pool
+    prepared['made'] = [id(t) for free in pool._free.values() for t in free]
+
+
+state.prepare_to_join = prepare_to_join
 
 
 def report(kind, **fields):
@@ -510,6 +555,9 @@ def digest():
 
 @hvd.elastic.run
 def train(state):
+    if 'made' in prepared and 'received_into_them' not in prepared:
+        received = [s['momentum_buffer'] for s in optimizer.state.values()]
+        prepared['received_into_them'] = bool(received) and {id(t) for t in received} <= set(prepared['made'])
     report('ENTRY', digests=hvd.allgather_object(digest(), name='program.entry'))
     while state.epoch < 2:
         for batch in range((len(state.sampler) + BATCH - 1) // BATCH):
@@ -536,7 +584,8 @@ def train(state):
 
 
 train(state)
-report('DONE', resets=resets, digest=digest())
+report('DONE', resets=resets, digest=digest(),
+       prepared={k: v for k, v in prepared.items() if k != 'made'})
 '''
 
 
@@ -585,6 +634,9 @@ def test_a_worker_that_joins_gets_the_state_and_the_rest_of_the_epoch(tmp_path):
         assert epochs[1] == collections.Counter(range(90)), output
         assert sorted((d['rank'], d['size'], d['resets']) for d in done) == \
             [(0, 3, [3]), (1, 3, [3]), (2, 3, [])], output
+        # Only the joiner prepared, before it was taken in, and received into what it made.
+        assert sorted((d['rank'], d['prepared']) for d in done) == \
+            [(0, {}), (1, {}), (2, {'awaited_admission': True, 'received_into_them': True})], output
     on_rank_0(run_job)
 
 

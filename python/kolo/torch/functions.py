@@ -61,12 +61,13 @@ def broadcast_optimizer_state(optimizer, root_rank, model=None, process_set=glob
     _broadcast_state_from(optimizer, root_rank, process_set)
 
 
-def _broadcast_state_from(optimizer, root_rank, process_set=global_process_set):
+def _broadcast_state_from(optimizer, root_rank, process_set=global_process_set, pool=None):
     """root_rank's optimizer state into every other rank's optimizer, whatever
     state those have (none included). Each tensor is received into the rank's own
-    tensor where one of its shape and type sits at the same place, and installed
-    without the copy of the whole state that load_state_dict makes: a rank that
-    joins an elastic job allocates the state once."""
+    tensor where one of its shape and type sits at the same place, else into one
+    taken from `pool` (made ahead: pool.take(shape, dtype)), else into a new one;
+    and installed without the copy of the whole state that load_state_dict
+    makes: a rank that joins an elastic job allocates the state once."""
     state_dict = optimizer.state_dict()
     is_root = _kolo.rank() == root_rank
     # The structure (which tensors exist, hyper-parameters) comes from the root.
@@ -87,6 +88,8 @@ def _broadcast_state_from(optimizer, root_rank, process_set=global_process_set):
     slots = [None] * len(found)
     for where, slot in found:
         own = tensors[slot.index] if is_root else _own_tensor(state_dict, where, slot)
+        if own is None and pool is not None:
+            own = pool.take(slot.shape, slot.dtype)
         slots[slot.index] = own if own is not None else torch.empty(slot.shape, dtype=slot.dtype)
     handles = [broadcast_async_(t, root_rank, name=f'broadcast_optimizer_state.{i}', process_set=process_set)
                for i, t in enumerate(slots)]

@@ -348,6 +348,8 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
         warnings.warn('Parameter `num_groups` has been replaced by `groups` and will be removed.', DeprecationWarning)
         if groups is None:
             groups = num_groups
-    cls = type(optimizer.__class__.__name__, (optimizer.__class__,), dict(_DistributedOptimizer.__dict__))
+    # _kolo_wraps names the optimizer's own class (elastic state makes twins of it).
+    cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
+               dict(_DistributedOptimizer.__dict__, _kolo_wraps=optimizer.__class__))
     return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step, op,
                gradient_predivide_factor, groups, sparse_as_dense, process_set)

@@ -87,6 +87,11 @@ class State:
     def reset(self):
         """Adapts the state to the new membership (size() and rank())."""
 
+    def prepare_to_join(self):
+        """Runs on a worker that joins a running job, before it is taken in:
+        allocates what its first sync will fill, while the others still train
+        (they wait for it once it is in). Nothing by default."""
+
 
 class ObjectState(State):
     """State made of the keyword arguments, each an attribute of the object

@@ -24,7 +24,9 @@ def run(func):
     again; a HostsUpdatedInterrupt (from state.commit()) resets without
     restoring. A worker that joins a running job is taken in here (or at its
     first collective, if that comes first): its init() returned with its planned
-    rank and size, and the others trained on while it built its model. When its
+    rank and size, and the others trained on while it built its model. Before
+    it asks to be taken in, state.prepare_to_join() makes room for what the
+    sync will bring, so that the others do not wait while it allocates. When its
     place differs from the plan, state.on_reset() runs before the sync."""
     if not callable(func):
         raise TypeError(f'kolo.torch.elastic.run decorates a function, not {func!r}')
@@ -34,6 +36,9 @@ def run(func):
         if not isinstance(state, State):
             raise TypeError(f'{getattr(func, "__name__", "the function")} decorated with kolo.torch.elastic.run '
                             f'takes a kolo.torch.elastic State first, not {type(state).__name__}')
+        awaits_admission = getattr(_kolo, '_elastic_awaits_admission', None)
+        if awaits_admission is not None and awaits_admission():
+            state.prepare_to_join()  # while the others still train
         admit = getattr(_kolo, '_elastic_admit', None)
         if admit is not None and admit():
             state.on_reset()  # a new worker whose place is not the planned one

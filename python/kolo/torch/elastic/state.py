@@ -4,6 +4,7 @@ state_dict()s, everything else as ObjectState attributes."""
 
 import copy
 import hashlib
+import inspect
 import pickle
 
 import torch
@@ -63,6 +64,50 @@ def _differ_from_rank_0(digests, name):
     return _kolo._elastic_differ_from_rank_0(digests, name)
 
 
+class _StatePool:
+    """Zeroed tensors by (shape, dtype), made ahead for a state to be received
+    into: a worker that joins a running job makes them before it is taken in,
+    so that its first sync receives into memory already touched instead of
+    faulting in fresh pages while the others wait."""
+
+    def __init__(self, tensors):
+        self._free = {}
+        for t in tensors:
+            self._free.setdefault((tuple(t.shape), t.dtype), []).append(t)
+
+    @classmethod
+    def for_optimizer(cls, optimizer):
+        """As many tensors of each parameter's shape as the optimizer keeps per
+        parameter (momentum: 1, Adam's moments: 2), found by one step of a twin
+        optimizer over a small probe parameter."""
+        per_parameter = _state_tensors_per_parameter(optimizer)
+        params = [p for group in optimizer.param_groups for p in group['params'] if p.requires_grad]
+        return cls(torch.zeros_like(p, memory_format=torch.contiguous_format)
+                   for p in params for _ in range(per_parameter))
+
+    def take(self, shape, dtype):
+        free = self._free.get((tuple(shape), dtype))
+        return free.pop() if free else None
+
+
+def _state_tensors_per_parameter(optimizer):
+    """How many tensors of a parameter's shape the optimizer's step keeps for it:
+    a twin of its class (the one DistributedOptimizer wraps) with the first
+    group's settings steps once over a probe. 0 when the twin cannot be made."""
+    probe = torch.zeros(2, 3, requires_grad=True)
+    probe.grad = torch.ones(2, 3)
+    kind = getattr(type(optimizer), '_kolo_wraps', type(optimizer))
+    try:
+        # The group's settings the constructor takes (a scheduler adds others, such as initial_lr).
+        accepted = inspect.signature(kind.__init__).parameters
+        group = optimizer.param_groups[0] if optimizer.param_groups else {}
+        twin = kind([probe], **{k: v for k, v in group.items() if k != 'params' and k in accepted})
+        twin.step()
+    except Exception:  # noqa: B902 - any optimizer that cannot be twinned is only not prepared for
+        return 0
+    return sum(1 for v in twin.state[probe].values() if isinstance(v, torch.Tensor) and v.shape == probe.shape)
+
+
 class StateHandler:
     """Saves, restores and synchronizes one attribute of a TorchState."""
 
@@ -98,6 +143,9 @@ class StateHandler:
         raise NotImplementedError
 
     def reset(self):
+        pass
+
+    def prepare_to_join(self):
         pass
 
     def _name(self, what):
@@ -136,7 +184,13 @@ class OptimizerStateHandler(StateHandler):
         if self._compressor is not None:
             self._compressor.load_memory(self._saved_memory)
 
+    def prepare_to_join(self):
+        # The tensors rank 0's state will be received into, made (and their
+        # memory touched) before this worker is taken in.
+        self._receive_pool = _StatePool.for_optimizer(self.value)
+
     def sync(self):
+        pool, self._receive_pool = getattr(self, '_receive_pool', None), None  # used by this sync only
         self._sync_compressor()
         if not _differ_from_rank_0([_digest(self.value.state_dict())], self._name('digest'))[0]:
             return
@@ -150,7 +204,7 @@ class OptimizerStateHandler(StateHandler):
             if rank() != 0:
                 self.value.load_state_dict(state)
         else:
-            _broadcast_state_from(self.value, root_rank=0)
+            _broadcast_state_from(self.value, root_rank=0, pool=pool)
 
     def _sync_compressor(self):
         """Rank 0's step count and factors; each rank keeps its own error feedback
@@ -264,6 +318,11 @@ class TorchState(ObjectState):
         for handler in self._handlers.values():
             handler.reset()
         super().reset()
+
+    def prepare_to_join(self):
+        for handler in self._handlers.values():
+            handler.prepare_to_join()
+        super().prepare_to_join()
 
     def __setattr__(self, name, value):
         handlers = self.__dict__.get('_handlers')
