@@ -86,6 +86,11 @@ class State {
   virtual void restore() = 0;
   virtual void sync() = 0;
   virtual void reset() {}
+  // On a worker that joins a running job, before it is taken in (run() calls
+  // it while awaits_admission()): allocate what the first sync will fill, while
+  // the others still train. Nothing by default; TorchState (C++) does nothing
+  // either (Python's makes its optimizer's receive tensors).
+  virtual void prepare_to_join() {}
 
   void commit() {
     save();

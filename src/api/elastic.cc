@@ -69,6 +69,7 @@ void State::on_reset() {
 }
 
 void run(State& state, const std::function<void()>& train) {
+  if (awaits_admission()) state.prepare_to_join();  // while the others still train
   if (admit()) state.on_reset();
   bool skip_sync = false;
   for (;;) {

@@ -280,6 +280,9 @@ TEST(KolorunElasticDiscovery, AJoinerBuildsItsModelBeforeTheOthersPause) {
   for (long long t : resets)
     EXPECT_GE(t, std::stoll(planned[3]) + 3000) << "a worker waited for the joiner's model: " << r.err;
   EXPECT_EQ(r.err.find("worker 2 reset"), std::string::npos) << "the joiner's plan held: " << r.err;
+  // run() let it prepare for its first sync before it was taken in; no one else.
+  EXPECT_NE(r.err.find("worker 2 prepares to join, awaiting admission"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("prepares to join"), r.err.rfind("prepares to join")) << r.err;
 }
 
 // Two joiners at once: each planned its place without the other, so the later

@@ -59,6 +59,12 @@ class ModelState : public kolo::elastic::State {
   int step = 0;
 
   std::function<void()> during_save;  // a fault's hook, between the weights and the step
+  int worker = -1;
+
+  void prepare_to_join() override {
+    std::fprintf(stderr, "worker %d prepares to join, %s\n", worker,
+                 kolo::elastic::awaits_admission() ? "awaiting admission" : "already taken in");
+  }
 
   void save() override {
     saved_weights_ = weights;
@@ -138,6 +144,7 @@ int main(int argc, char** argv) {
     return 5;
   }
   ModelState state;
+  state.worker = worker;
   // KOLO_TEST_PROCESS_SET: a set of every rank, made at the start and again
   // after each reset, where the old one must be refused.
   const bool with_set = std::getenv("KOLO_TEST_PROCESS_SET") != nullptr;
