@@ -65,10 +65,11 @@ def _differ_from_rank_0(digests, name):
 
 
 class _StatePool:
-    """Zeroed tensors by (shape, dtype), made ahead for a state to be received
-    into: a worker that joins a running job makes them before it is taken in,
-    so that its first sync receives into memory already touched instead of
-    faulting in fresh pages while the others wait."""
+    """Tensors by (shape, dtype), made ahead for a state to be received into
+    (their values are the received ones; never read before): a worker that
+    joins a running job makes them before it is taken in, so that its first
+    sync receives into memory already touched instead of faulting in fresh
+    pages while the others wait."""
 
     def __init__(self, tensors):
         self._free = {}
@@ -82,12 +83,19 @@ class _StatePool:
         optimizer over a small probe parameter."""
         per_parameter = _state_tensors_per_parameter(optimizer)
         params = [p for group in optimizer.param_groups for p in group['params'] if p.requires_grad]
-        return cls(torch.zeros_like(p, memory_format=torch.contiguous_format)
+        return cls(_touched(torch.empty_like(p, memory_format=torch.contiguous_format))
                    for p in params for _ in range(per_parameter))
 
     def take(self, shape, dtype):
         free = self._free.get((tuple(shape), dtype))
         return free.pop() if free else None
+
+
+def _touched(tensor):
+    """The tensor, each 4 KiB page of its memory written once (faulted in)."""
+    flat = tensor.view(-1)
+    flat[::max(1, 4096 // tensor.element_size())] = 0
+    return tensor
 
 
 def _state_tensors_per_parameter(optimizer):
