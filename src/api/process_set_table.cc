@@ -51,15 +51,12 @@ std::shared_ptr<engine::Engine> ProcessSetTable::engine(int id, int job_rank) co
   return set.engine;
 }
 
-std::shared_ptr<engine::Engine> ProcessSetTable::engine_if_member(int id) const {
+ProcessSetTable::Set ProcessSetTable::get(int id) const {
   std::lock_guard lock(mutex_);
-  return checked(id).engine;
+  return checked(id);
 }
 
-std::vector<int> ProcessSetTable::ranks(int id) const {
-  std::lock_guard lock(mutex_);
-  return checked(id).ranks;
-}
+std::vector<int> ProcessSetTable::ranks(int id) const { return get(id).ranks; }
 
 int ProcessSetTable::find(const std::vector<int>& ranks) const {
   std::lock_guard lock(mutex_);

@@ -31,12 +31,12 @@ class ProcessSetTable {
   // Takes the set out of the table (its engine is the caller's to shut down);
   // InvalidArgumentError when there is no such set.
   Set remove(int id);
+  // A copy of set `id` (its engine null on a rank outside it);
+  // InvalidArgumentError when there is no such set.
+  Set get(int id) const;
   // The engine of set `id` on this rank; InvalidArgumentError naming the set when
   // it does not exist or this rank (`job_rank`) is not a member.
   std::shared_ptr<engine::Engine> engine(int id, int job_rank) const;
-  // The engine of set `id` on this rank, null when this rank is not a member;
-  // InvalidArgumentError when there is no such set.
-  std::shared_ptr<engine::Engine> engine_if_member(int id) const;
   // InvalidArgumentError when there is no such set.
   std::vector<int> ranks(int id) const;
   // The id of a set with exactly these ranks, or 0.

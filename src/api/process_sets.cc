@@ -88,7 +88,7 @@ void remove_process_set(const ProcessSet& set) {
   if (set.id == 0) throw InvalidArgumentError("remove_process_set: the global process set cannot be removed");
   runtime::SessionView session = runtime::session();
   // An error for an unknown set, before any rank waits for the others.
-  const std::shared_ptr<engine::Engine> engine = session.sets->engine_if_member(set.id);
+  const std::shared_ptr<engine::Engine> engine = session.sets->get(set.id).engine;
   const std::string why =
       "process set " + std::to_string(set.id) + " was removed (remove_process_set) while the operation was pending";
   // A member past the barrier may end its engine before this rank is out of it;
