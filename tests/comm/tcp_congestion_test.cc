@@ -2,7 +2,8 @@
 // of one host while each has a core (nothing to pace there, and BBR's pacing on
 // loopback often halves a 1 MiB allreduce), the host's default between hosts and
 // for more ranks than cores, and the one KOLO_TCP_CONGESTION names on every
-// connection. Real processes, real sockets;
+// connection. The same count of a host's ranks against its cores decides
+// whether a waiting rank yields its core. Real processes, real sockets;
 // "another host" is a network namespace (harness/netns.h).
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -17,8 +18,10 @@
 #include <chrono>
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 #include "comm/tcp/tcp_connect.h"
+#include "comm/tcp/tcp_mesh.h"
 #include "harness/job_store.h"
 #include "harness/multiprocess.h"
 #include "harness/netns.h"
@@ -145,6 +148,49 @@ TEST(TcpCongestion, ANameTheKernelRefusesFailsClearly) {
       EXPECT_NE(std::string(e.what()).find(host_default()), std::string::npos) << "names what is allowed: " << e.what();
     }
   });
+}
+
+TEST(TcpCongestion, RanksOfOneHostCountAgainstItsCores) {
+  testing::run_ranks(2, [](int rank) {
+    auto store = testing::connect_job_store();
+    MeshGroup group;
+    group.rank = rank;
+    group.size = 2;
+    group.key_prefix = "tcp-crowding/";
+    tcp::MeshSetup setup;
+    setup.group = &group;
+    setup.keys = tcp::HandshakeKeys{std::getenv("KOLO_SECRET"), group.key_prefix};
+    setup.connect_timeout = 20s;
+    const auto fds = tcp::connect_mesh(setup, *store, {});
+    EXPECT_FALSE(tcp::host_ranks_outnumber_cores(fds, 2));
+    EXPECT_TRUE(tcp::host_ranks_outnumber_cores(fds, 1));
+    std::vector<net::Fd> alone(2);
+    EXPECT_FALSE(tcp::host_ranks_outnumber_cores(alone, 1)) << "a rank without peers on its host";
+  });
+}
+
+// Beside a busy process a yield hands it the core for the rest of its time slice
+// (milliseconds): a rank with a core of its own keeps polling without one; ranks
+// that outnumber the cores yield, as the peer they wait for may need theirs.
+void expect_yield_when_outnumbering_cores(int ranks) {
+  const bool crowded = ranks > static_cast<int>(std::thread::hardware_concurrency());
+  testing::run_ranks(ranks, [&](int rank) {
+    auto store = testing::connect_job_store();
+    MeshGroup group;
+    group.rank = rank;
+    group.size = ranks;
+    group.key_prefix = "tcp-yield-" + std::to_string(ranks) + "/";
+    CommunicatorOptions options;
+    options.connect_timeout = 20s;
+    tcp::Mesh mesh(group, *store, MeshNetwork{}, options, std::getenv("KOLO_SECRET"));
+    EXPECT_EQ(mesh.yields_while_spinning(), crowded) << ranks << " ranks on "
+                                                     << std::thread::hardware_concurrency() << " cores";
+  });
+}
+
+TEST(TcpCongestion, AWaitYieldsOnlyWhereTheHostsRanksOutnumberItsCores) {
+  expect_yield_when_outnumbering_cores(2);
+  expect_yield_when_outnumbering_cores(static_cast<int>(std::thread::hardware_concurrency()) + 1);
 }
 
 }  // namespace

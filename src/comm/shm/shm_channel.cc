@@ -12,11 +12,8 @@
 #include <sstream>
 #include <thread>
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-
 #include "comm/shm/process_liveness.h"
+#include "common/cpu_relax.h"
 #include "common/wake_slice.h"
 #include "kolo/error.h"
 
@@ -56,12 +53,6 @@ bool futex_wait(std::atomic<std::uint32_t>* word, std::uint32_t expected, std::c
 
 void futex_wake_all(std::atomic<std::uint32_t>* word) {
   ::syscall(SYS_futex, futex_word(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
-}
-
-void cpu_relax() {
-#if defined(__x86_64__)
-  _mm_pause();
-#endif
 }
 
 // CPUs any rank of the segment may run on: the union of their affinity masks.

@@ -129,12 +129,11 @@ void choose_congestion_control(const std::vector<net::Fd>& fds, const std::strin
     }
     return;
   }
-  std::vector<int> local;
+  if (host_ranks_outnumber_cores(fds, cores)) return;
   for (const auto& fd : fds) {
-    if (fd.valid() && net::peer_is_local(fd.get())) local.push_back(fd.get());
+    // Best effort: the default works too.
+    if (fd.valid() && net::peer_is_local(fd.get())) net::set_congestion_control(fd.get(), "cubic");
   }
-  if (static_cast<int>(local.size()) + 1 > cores) return;
-  for (int fd : local) net::set_congestion_control(fd, "cubic");  // best effort: the default works too
 }
 
 }  // namespace
@@ -173,9 +172,17 @@ std::vector<net::Fd> connect_mesh(const MeshSetup& s, store::StoreClient& store,
     net::set_nonblocking(fds[peer].get());
     net::set_no_delay(fds[peer].get());
   }
-  choose_congestion_control(fds, s.congestion_control,
-                            s.cores > 0 ? s.cores : static_cast<int>(std::thread::hardware_concurrency()));
+  choose_congestion_control(fds, s.congestion_control, s.cores);
   return fds;
+}
+
+bool host_ranks_outnumber_cores(const std::vector<net::Fd>& fds, int cores) {
+  if (cores <= 0) cores = static_cast<int>(std::thread::hardware_concurrency());
+  int here = 1;
+  for (const auto& fd : fds) {
+    if (fd.valid() && net::peer_is_local(fd.get())) ++here;
+  }
+  return here > cores;
 }
 
 }  // namespace kolo::comm::tcp

@@ -45,4 +45,8 @@ std::string congestion_from_env();
 // failed to prove the job's secret).
 std::vector<net::Fd> connect_mesh(const MeshSetup& setup, store::StoreClient& store, const MeshNetwork& network);
 
+// Whether this rank and the peers it reaches from an address of this host
+// (connections of connect_mesh) outnumber the host's `cores` (0: its own count).
+bool host_ranks_outnumber_cores(const std::vector<net::Fd>& fds, int cores);
+
 }  // namespace kolo::comm::tcp

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "comm/tcp/tcp_connect.h"
+#include "common/cpu_relax.h"
 #include "common/logging.h"
 #include "common/settings.h"
 #include "common/wake_slice.h"
@@ -84,6 +85,7 @@ Mesh::Mesh(const MeshGroup& group, store::StoreClient& store, const MeshNetwork&
   setup.handshake_timeout = std::min(options.connect_timeout, std::chrono::milliseconds(5000));
   setup.congestion_control = congestion_from_env();
   auto fds = connect_mesh(setup, store, network);
+  share_cores_ = host_ranks_outnumber_cores(fds, setup.cores);
   for (int p = 0; p < size_; ++p) peers_[p].fd = std::move(fds[p]);
   KOLO_LOG(Debug, "tcp: " << group_.member_name(rank_) << " connected (member " << rank_ << " of " << size_ << ")");
 }
@@ -265,9 +267,15 @@ void Mesh::wait(const std::size_t& unfinished, const char* what, bool patient) {
       idle_since = now;
     }
     if (now - idle_since < spin_time_) {
-      // Yielding keeps the spin cheap where ranks outnumber cores (the peer we
-      // wait on may need this core); alone on a core it returns at once.
-      sched_yield();
+      // Where this host's ranks outnumber its cores, the peer we wait for may
+      // need this very core: hand it over. Otherwise keep it. Beside a busy
+      // process a yield gives that process the core for the rest of its time
+      // slice, milliseconds, while the peer's bytes arrive within microseconds.
+      if (share_cores_) {
+        sched_yield();
+      } else {
+        cpu_relax();
+      }
       continue;
     }
     block(what, patient);

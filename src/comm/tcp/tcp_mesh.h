@@ -97,6 +97,10 @@ class Mesh final : public direct::Links {
   // streams are out of step, so everything queued is dropped and the mesh closed.
   void break_off();
 
+  // Whether a wait yields the core between its polls: only where this host's
+  // ranks of the group outnumber its cores.
+  bool yields_while_spinning() const { return share_cores_; }
+
   void fail_from_outside(int job_rank, const std::string& message) { state_.fail_from_outside(job_rank, message); }
   [[noreturn]] void fail_locally(std::exception_ptr error) { state_.fail_locally(error); }
   void abort(const std::string& reason);
@@ -149,6 +153,8 @@ class Mesh final : public direct::Links {
   const std::chrono::milliseconds peer_timeout_;
   const std::chrono::microseconds wake_slice_;
   const std::chrono::nanoseconds spin_time_;
+  // This host's ranks of the group outnumber its cores: a spinning wait yields.
+  bool share_cores_ = true;
   std::vector<Peer> peers_;
   std::vector<int> busy_;  // peers with queued transfers
   std::uint64_t received_ = 0;  // bytes received so far, for patient waits
