@@ -140,7 +140,7 @@ class ShmChannel {
   std::vector<std::uint32_t> known_consumed_;
   std::vector<std::byte> scratch_;
   std::chrono::nanoseconds spin_budget_;
-  bool oversubscribed_;  // more ranks than usable CPUs: yield from the first poll
+  bool oversubscribed_;  // more ranks than usable CPUs: a spinning wait yields
   const char* operation_ = "setup";
   bool mid_step_ = false;
 

@@ -92,10 +92,10 @@
 // In place: the buffers may be the same (or, for allgatherv / reduce_scatter,
 // this rank's block of the other); other overlaps take a private copy first.
 //
-// WAITING (shm_channel.cc). A waiter polls the counter for up to 50 us: with
-// pause instructions for the first 5 us, then with sched_yield between polls
-// (from the first poll when there are more ranks than CPUs), because under load
-// the peer it waits for may be queued for its very CPU. Then it sleeps in
+// WAITING (shm_channel.cc). A waiter polls the counter for up to 50 us with
+// pause instructions, keeping its CPU; where there are more ranks than CPUs it
+// yields between polls instead, as the peer it waits for may be queued for its
+// very CPU. Then it sleeps in
 // FUTEX_WAIT (shared, not private: the word is in the shared mapping) in slices
 // of 20 ms. A sleeper increments the counter's `sleepers` word before its last
 // check; a publisher stores the counter and only calls FUTEX_WAKE when
