@@ -1,6 +1,7 @@
 #include "kolo/handle.h"
 
 #include "api/runtime.h"
+#include "common/spin_policy.h"
 #include "engine/engine.h"
 #include "engine/op_state.h"
 #include "kolo/error.h"
@@ -30,11 +31,13 @@ bool Handle::poll() const { return state_ && state_->done(); }
 
 void Handle::wait() const {
   const auto& state = checked(state_);
+  const CallerWaits waiting;
   drive(state, std::chrono::steady_clock::time_point::max());
   state.wait();
 }
 
 void Handle::wait(std::chrono::milliseconds timeout) const {
+  const CallerWaits waiting;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   drive(checked(state_), deadline);
   if (!state_->wait_until(deadline))

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/coarse_clock.h"
+#include "common/spin_policy.h"
 #include "common/wake_slice.h"
 #include "engine/call_site.h"
 #include "engine/settings_agreement.h"
@@ -74,7 +75,10 @@ void Engine::start() {
     recorder_->watch_sigusr1();
   }
   set_caller_wake_slice(config_.wake_slice);
-  thread_ = std::thread([this] { loop(); });
+  thread_ = std::thread([this] {
+    mark_background_thread();
+    loop();
+  });
 }
 
 Engine::~Engine() { shutdown(); }

@@ -14,6 +14,7 @@
 
 #include "comm/shm/process_liveness.h"
 #include "common/cpu_relax.h"
+#include "common/spin_policy.h"
 #include "common/wake_slice.h"
 #include "kolo/error.h"
 
@@ -26,13 +27,16 @@ using Clock = std::chrono::steady_clock;
 // the peer timeout, even when nobody wakes it.
 constexpr auto kSleepSlice = std::chrono::milliseconds(20);
 // How long a waiter polls before it sleeps: long enough to cover a peer that is
-// some microseconds behind. It polls with pause instructions, keeping its CPU.
-// Where the ranks outnumber their CPUs it yields between polls instead, as the
+// some microseconds behind. It polls with pause instructions for the first few
+// microseconds (a peer running on another core answers within them). Where the
+// ranks outnumber their CPUs it yields between polls from the first, as the
 // peer it waits for may be queued behind it for its CPU; a poller sharing a CPU
 // with its peer would otherwise burn its whole budget on every step. Elsewhere
-// a yield helps no peer: beside a busy process it hands that process the CPU for
-// the rest of its time slice (milliseconds under EEVDF), and a 4 MiB allreduce
-// took a slice instead of 150 us.
+// it yields after the first few microseconds only while the application
+// computes beside it (common/spin_policy.h): beside a busy process a yield hands
+// that process the CPU for the rest of its time slice (milliseconds under
+// EEVDF), and a 4 MiB allreduce took a slice instead of 150 us.
+constexpr auto kPureSpin = std::chrono::microseconds(5);
 constexpr auto kSpinBudget = std::chrono::microseconds(50);
 
 // Wraparound-safe "value has reached target" for counters that only move forward
@@ -238,7 +242,7 @@ bool ShmChannel::spin(Ready ready) const {
     if ((i & 15u) == 0) {
       const auto spent = Clock::now() - start;
       if (aborted_.load(std::memory_order_relaxed) || spent > spin_budget_) return false;
-      if (oversubscribed_) ::sched_yield();
+      if (oversubscribed_ || (spent > kPureSpin && yield_to_computation())) ::sched_yield();
     }
   }
 }

@@ -13,6 +13,7 @@
 
 #include "comm/tcp/tcp_connect.h"
 #include "common/cpu_relax.h"
+#include "common/spin_policy.h"
 #include "common/logging.h"
 #include "common/settings.h"
 #include "common/wake_slice.h"
@@ -268,10 +269,9 @@ void Mesh::wait(const std::size_t& unfinished, const char* what, bool patient) {
     }
     if (now - idle_since < spin_time_) {
       // Where this host's ranks outnumber its cores, the peer we wait for may
-      // need this very core: hand it over. Otherwise keep it. Beside a busy
-      // process a yield gives that process the core for the rest of its time
-      // slice, milliseconds, while the peer's bytes arrive within microseconds.
-      if (share_cores_) {
+      // need this very core: hand it over. Otherwise keep it, unless the
+      // application computes beside this wait (common/spin_policy.h).
+      if (share_cores_ || yield_to_computation()) {
         sched_yield();
       } else {
         cpu_relax();
