@@ -13,15 +13,24 @@ KOLO_SETTING(kPeerTimeout, {.name = "KOLO_PEER_TIMEOUT", .kind = settings::Kind:
 KOLO_SETTING(kStartTimeout, {.name = "KOLO_START_TIMEOUT", .kind = settings::Kind::Timeout, .fallback = "30",
                              .doc = "seconds init() waits for every rank to arrive"});
 
-// For transports without a scatter-gather path: through one staging buffer.
+void allreduce_staged(Communicator& comm, std::span<const Region> regions, DataType dtype, ReduceOp op,
+                      const ResultScale& scale, std::vector<std::byte>& staging, const StagingSteps& steps) {
+  const std::size_t es = element_size(dtype);
+  const RegionList list(regions, es);
+  if (staging.size() < list.count() * es) staging.resize(list.count() * es);
+  list.gather_sends(staging.data());
+  if (steps.staged) steps.staged();
+  if (steps.prepare) steps.prepare(staging.data(), list.count());
+  comm.allreduce(staging.data(), staging.data(), list.count(), dtype, op, scale);
+  if (steps.reduced) steps.reduced();
+  list.scatter_recvs(staging.data());
+}
+
+// For transports without a scatter-gather path.
 void Communicator::allreduce_regions(std::span<const Region> regions, DataType dtype, ReduceOp op,
                                      const ResultScale& scale) {
-  const std::size_t es = element_size(dtype);
-  RegionList list(regions, es);
-  std::vector<std::byte> staging(list.count() * es);
-  list.gather_sends(staging.data());
-  allreduce(staging.data(), staging.data(), list.count(), dtype, op, scale);
-  list.scatter_recvs(staging.data());
+  std::vector<std::byte> staging;
+  allreduce_staged(*this, regions, dtype, op, scale, staging);
 }
 
 void Communicator::reduce_scatter_regions(std::span<const Region> regions, void* recv,

@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -105,7 +106,7 @@ class Communicator {
   // the result split back into their recvs, without that copy, `scale` applied
   // as by allreduce. No recv may overlap another region's send, and every
   // rank passes regions of the same counts (the engine's fused batch). This
-  // default stages them through one buffer (Capabilities::reduces_regions false).
+  // default stages them (allreduce_staged; Capabilities::reduces_regions false).
   virtual void allreduce_regions(std::span<const Region> regions, DataType dtype, ReduceOp op,
                                  const ResultScale& scale);
 
@@ -185,5 +186,22 @@ std::uint32_t self_sized_length(const void* block, std::size_t max_block, int se
 
 // The communicator of a job of one process: every collective is a local copy.
 std::unique_ptr<Communicator> make_self_communicator();
+
+// What a staged allreduce does between its passes: `prepare` on the staged
+// elements before the reduction (a prescale), `staged` once they are staged,
+// `reduced` once the reduction is done (the engine's timeline marks the copies).
+struct StagingSteps {
+  std::function<void(std::byte* data, std::size_t count)> prepare;
+  std::function<void()> staged, reduced;
+};
+
+// The one place a fused batch is staged: the regions' sends gathered into
+// `staging` (grown as needed; the caller keeps it, so that its memory is
+// reused), one allreduce in place through `comm`, and the result scattered
+// into the recvs. Serves transports without a regions path, and batches that
+// cannot be reduced where they lie (prescaled, a joined rank's zeros, buffers
+// that overlap). Regions may lack a send or a recv (regions.h).
+void allreduce_staged(Communicator& comm, std::span<const Region> regions, DataType dtype, ReduceOp op,
+                      const ResultScale& scale, std::vector<std::byte>& staging, const StagingSteps& steps = {});
 
 }  // namespace kolo::comm

@@ -16,6 +16,10 @@
 
 namespace kolo::comm {
 
+// A communicator's regions paths take regions with both buffers. Staging
+// (allreduce_staged, communicator.h) also takes a region without a send, which
+// contributes zeros (a joined rank's share of a batch), or without a recv,
+// whose result is dropped.
 struct Region {
   const void* send = nullptr;
   void* recv = nullptr;  // may equal send (in place)
@@ -46,9 +50,7 @@ class RegionList {
   void for_each(std::size_t begin, std::size_t end, Fn&& fn) const {
     if (begin >= end) return;
     if (starts_.empty()) {
-      const std::size_t offset = begin * element_size_;
-      fn(static_cast<const std::byte*>(regions_[0].send) + offset, static_cast<std::byte*>(regions_[0].recv) + offset,
-         end - begin, begin);
+      fn(send_at(regions_[0], begin * element_size_), recv_at(regions_[0], begin * element_size_), end - begin, begin);
       return;
     }
     // The region holding `begin`: the last start at or before it (skipping empty ones).
@@ -59,26 +61,34 @@ class RegionList {
       if (region_end <= pos) continue;
       const std::size_t run = std::min(end, region_end) - pos;
       const std::size_t offset = (pos - starts_[i]) * element_size_;
-      fn(static_cast<const std::byte*>(regions_[i].send) + offset, static_cast<std::byte*>(regions_[i].recv) + offset,
-         run, pos);
+      fn(send_at(regions_[i], offset), recv_at(regions_[i], offset), run, pos);
       pos += run;
     }
   }
 
-  // The send sides, concatenated into `joint` (count() elements); and `joint`
-  // split back into the recv sides: staging through one buffer.
+  // The send sides, concatenated into `joint` (count() elements; zeros for a
+  // region without a send); and `joint` split back into the recv sides (none
+  // into a region without a recv): staging through one buffer.
   void gather_sends(std::byte* joint) const {
     for_each(0, total_, [&](const std::byte* send, std::byte*, std::size_t n, std::size_t pos) {
-      std::memcpy(joint + pos * element_size_, send, n * element_size_);
+      if (send != nullptr) std::memcpy(joint + pos * element_size_, send, n * element_size_);
+      else std::memset(joint + pos * element_size_, 0, n * element_size_);
     });
   }
   void scatter_recvs(const std::byte* joint) const {
     for_each(0, total_, [&](const std::byte*, std::byte* recv, std::size_t n, std::size_t pos) {
-      std::memcpy(recv, joint + pos * element_size_, n * element_size_);
+      if (recv != nullptr) std::memcpy(recv, joint + pos * element_size_, n * element_size_);
     });
   }
 
  private:
+  static const std::byte* send_at(const Region& r, std::size_t offset) {
+    return r.send == nullptr ? nullptr : static_cast<const std::byte*>(r.send) + offset;
+  }
+  static std::byte* recv_at(const Region& r, std::size_t offset) {
+    return r.recv == nullptr ? nullptr : static_cast<std::byte*>(r.recv) + offset;
+  }
+
   std::span<const Region> regions_;
   std::size_t element_size_;
   std::size_t total_ = 0;

@@ -122,56 +122,44 @@ void Executor::allreduce(const std::vector<const Response*>& batch, EntryMap& en
     std::size_t count;
   };
   std::vector<Part> parts;
-  std::size_t total = 0;
   for (const Response* r : batch) {
     for (std::size_t i = 0; i < r->names.size(); ++i) {
       auto it = entries.find(r->names[i]);
-      std::size_t count = static_cast<std::size_t>(r->sizes[i]);
-      parts.push_back({it == entries.end() ? nullptr : &it->second, count});
-      total += count;
+      parts.push_back({it == entries.end() ? nullptr : &it->second, static_cast<std::size_t>(r->sizes[i])});
     }
   }
 
   // A single tensor is reduced in its output directly. Several go to a
-  // communicator that takes a list of buffers as they are; to others, through the
-  // fusion buffer so that the communicator is called once.
-  const bool direct = parts.size() == 1 && parts[0].entry != nullptr;
-  if (!direct && !reduction.prescales() && comm_.capabilities().reduces_regions) {
-    std::vector<comm::Region> regions;
-    regions.reserve(parts.size());
-    for (const Part& p : parts) {
-      if (p.entry == nullptr) break;  // a joined rank contributes zeros: fused below
-      regions.push_back({p.entry->input, p.entry->output, p.count, p.entry->placement});
-    }
-    if (regions.size() == parts.size() && !buffers_overlap(regions, esize)) {
-      stamp(phases_.comm_start);
-      comm_.allreduce_regions(regions, dtype, reduction.wire_op(), reduction.result_scale());
-      stamp(phases_.comm_end);
-      return;
-    }
-  }
-
-  if (direct) {
+  // communicator that takes a list of buffers as they are; to others, and when
+  // they cannot be reduced where they lie, through the fusion buffer, so that
+  // the communicator is called once.
+  if (parts.size() == 1 && parts[0].entry != nullptr) {
     reduce_direct(first, parts[0].entry->input, parts[0].entry->output, parts[0].entry->placement);
     return;
   }
-  std::byte* data = fusion_buffer(total * esize);
-  std::size_t offset = 0;
+  std::vector<comm::Region> regions;
+  regions.reserve(parts.size());
+  bool joined = false;
   for (const Part& p : parts) {
-    if (p.entry) copy_bytes(data + offset, p.entry->input, p.count * esize);
-    else std::memset(data + offset, 0, p.count * esize);
-    offset += p.count * esize;
+    if (p.entry == nullptr) {  // a joined rank contributes zeros and keeps nothing
+      regions.push_back({nullptr, nullptr, p.count});
+      joined = true;
+    } else {
+      regions.push_back({p.entry->input, p.entry->output, p.count, p.entry->placement});
+    }
+  }
+  if (!joined && !reduction.prescales() && comm_.capabilities().reduces_regions && !buffers_overlap(regions, esize)) {
+    stamp(phases_.comm_start);
+    comm_.allreduce_regions(regions, dtype, reduction.wire_op(), reduction.result_scale());
+    stamp(phases_.comm_end);
+    return;
   }
   phases_.fused = true;
-  stamp(phases_.comm_start);
-  reduction.prescale(data, total);
-  comm_.allreduce(data, data, total, dtype, reduction.wire_op(), reduction.result_scale(), {});
-  stamp(phases_.comm_end);
-  offset = 0;
-  for (const Part& p : parts) {
-    if (p.entry) copy_bytes(p.entry->output, data + offset, p.count * esize);
-    offset += p.count * esize;
-  }
+  comm::StagingSteps steps;
+  steps.staged = [&] { stamp(phases_.comm_start); };
+  if (reduction.prescales()) steps.prepare = [&](std::byte* data, std::size_t count) { reduction.prescale(data, count); };
+  steps.reduced = [&] { stamp(phases_.comm_end); };
+  comm::allreduce_staged(comm_, regions, dtype, reduction.wire_op(), reduction.result_scale(), fusion_, steps);
 }
 
 void Executor::reduce_direct(const Response& response, const void* input, void* output, comm::Placement placement) {

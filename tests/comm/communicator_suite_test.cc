@@ -166,6 +166,49 @@ TEST_P(CommunicatorSuite, AllreduceRegionsMatchTheContiguousAllreduce) {
   });
 }
 
+// A staged batch (comm::allreduce_staged, the one place a fused batch is
+// copied through one buffer) takes zeros for a region without a send (a
+// joined rank's) and keeps nothing for one without a recv; its steps run in
+// order around the reduction, `prepare` on the staged elements, and the buffer
+// it is given keeps its memory for the next batch.
+TEST_P(CommunicatorSuite, AStagedBatchTakesZerosForAMissingSendAndKeepsItsBuffer) {
+  run_job(job(), [](Member& m) {
+    const int n = m.comm->size(), me = m.comm->rank();
+    const std::vector<std::size_t> sizes = {3, 0, 5000, 7};
+    std::vector<std::vector<float>> in(sizes.size()), out(sizes.size());
+    std::vector<comm::Region> regions;
+    for (std::size_t k = 0; k < sizes.size(); ++k) {
+      in[k].assign(sizes[k], static_cast<float>(me + 1 + k));
+      out[k].assign(sizes[k], -1.0f);
+      // The last rank has joined: its regions have neither side.
+      if (me == n - 1) regions.push_back({nullptr, nullptr, sizes[k]});
+      else regions.push_back({in[k].data(), out[k].data(), sizes[k]});
+    }
+    std::vector<std::byte> staging;
+    std::string order;
+    comm::StagingSteps steps;
+    steps.staged = [&] { order += "s"; };
+    steps.prepare = [&](std::byte* data, std::size_t count) {
+      order += "p";
+      EXPECT_EQ(count, std::size_t{5010});
+      for (std::size_t i = 0; i < count; ++i) reinterpret_cast<float*>(data)[i] *= 2.0f;
+    };
+    steps.reduced = [&] { order += "r"; };
+    comm::allreduce_staged(*m.comm, regions, DataType::Float32, ReduceOp::Sum, {}, staging, steps);
+    EXPECT_EQ(order, "spr");
+    ASSERT_GE(staging.size(), 5010 * sizeof(float));
+    const std::byte* kept = staging.data();
+    for (std::size_t k = 0; k < sizes.size(); ++k) {
+      // Ranks 0 .. n-2 gave 2 (r + 1 + k) each, the joined rank zeros.
+      float want = 0;
+      for (int r = 0; r < n - 1; ++r) want += 2.0f * static_cast<float>(r + 1 + k);
+      for (float v : out[k]) ASSERT_EQ(v, me == n - 1 ? -1.0f : want) << "region " << k << " on rank " << me;
+    }
+    comm::allreduce_staged(*m.comm, regions, DataType::Float32, ReduceOp::Sum, {}, staging);
+    EXPECT_EQ(staging.data(), kept) << "the staging buffer was allocated again";
+  });
+}
+
 // A reduce-scatter whose input is a list of buffers, and an allgather whose
 // output is one, give the bits of their contiguous counterparts over the
 // buffers' concatenation (the host's steps of the hierarchical allreduce over a
