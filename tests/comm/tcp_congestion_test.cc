@@ -170,8 +170,9 @@ TEST(TcpCongestion, RanksOfOneHostCountAgainstItsCores) {
 }
 
 // Beside a busy process a yield hands it the core for the rest of its time slice
-// (milliseconds): a rank with a core of its own keeps polling without one; ranks
-// that outnumber the cores yield, as the peer they wait for may need theirs.
+// (milliseconds): a rank with a core of its own keeps polling without one
+// (unless the application computes beside it); ranks that outnumber the cores
+// always yield, as the peer they wait for may need theirs.
 void expect_yield_when_outnumbering_cores(int ranks) {
   const bool crowded = ranks > static_cast<int>(std::thread::hardware_concurrency());
   testing::run_ranks(ranks, [&](int rank) {
@@ -183,7 +184,7 @@ void expect_yield_when_outnumbering_cores(int ranks) {
     CommunicatorOptions options;
     options.connect_timeout = 20s;
     tcp::Mesh mesh(group, *store, MeshNetwork{}, options, std::getenv("KOLO_SECRET"));
-    EXPECT_EQ(mesh.yields_while_spinning(), crowded) << ranks << " ranks on "
+    EXPECT_EQ(mesh.ranks_share_cores(), crowded) << ranks << " ranks on "
                                                      << std::thread::hardware_concurrency() << " cores";
   });
 }

@@ -95,7 +95,8 @@
 // WAITING (shm_channel.cc). A waiter polls the counter for up to 50 us with
 // pause instructions, keeping its CPU; where there are more ranks than CPUs it
 // yields between polls instead, as the peer it waits for may be queued for its
-// very CPU. Then it sleeps in
+// very CPU, and the engine's thread yields after 5 us while the application
+// computes beside it (common/spin_policy.h). Then it sleeps in
 // FUTEX_WAIT (shared, not private: the word is in the shared mapping) in slices
 // of 20 ms. A sleeper increments the counter's `sleepers` word before its last
 // check; a publisher stores the counter and only calls FUTEX_WAKE when

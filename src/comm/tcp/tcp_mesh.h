@@ -97,9 +97,10 @@ class Mesh final : public direct::Links {
   // streams are out of step, so everything queued is dropped and the mesh closed.
   void break_off();
 
-  // Whether a wait yields the core between its polls: only where this host's
-  // ranks of the group outnumber its cores.
-  bool yields_while_spinning() const { return share_cores_; }
+  // Whether this host's ranks of the group outnumber its cores, so that every
+  // wait yields the core between its polls. Elsewhere only the engine's thread
+  // yields, while the application computes beside it (common/spin_policy.h).
+  bool ranks_share_cores() const { return share_cores_; }
 
   void fail_from_outside(int job_rank, const std::string& message) { state_.fail_from_outside(job_rank, message); }
   [[noreturn]] void fail_locally(std::exception_ptr error) { state_.fail_locally(error); }
