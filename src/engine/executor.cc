@@ -116,16 +116,21 @@ void Executor::allreduce(const std::vector<const Response*>& batch, EntryMap& en
   const std::size_t esize = element_size(dtype);
   const Reduction reduction(first, comm_.size());
 
-  // Every name of the batch with its local entry (null when this rank has joined).
-  struct Part {
-    Entry* entry;
-    std::size_t count;
-  };
-  std::vector<Part> parts;
+  // Every name of the batch as a region of its local entry; a joined rank has
+  // none, and contributes zeros and keeps nothing.
+  std::vector<comm::Region>& regions = regions_;  // keeps its capacity from batch to batch
+  regions.clear();
+  bool joined = false;
   for (const Response* r : batch) {
     for (std::size_t i = 0; i < r->names.size(); ++i) {
+      const auto count = static_cast<std::size_t>(r->sizes[i]);
       auto it = entries.find(r->names[i]);
-      parts.push_back({it == entries.end() ? nullptr : &it->second, static_cast<std::size_t>(r->sizes[i])});
+      if (it == entries.end()) {
+        regions.push_back({nullptr, nullptr, count});
+        joined = true;
+      } else {
+        regions.push_back({it->second.input, it->second.output, count, it->second.placement});
+      }
     }
   }
 
@@ -133,20 +138,9 @@ void Executor::allreduce(const std::vector<const Response*>& batch, EntryMap& en
   // communicator that takes a list of buffers as they are; to others, and when
   // they cannot be reduced where they lie, through the fusion buffer, so that
   // the communicator is called once.
-  if (parts.size() == 1 && parts[0].entry != nullptr) {
-    reduce_direct(first, parts[0].entry->input, parts[0].entry->output, parts[0].entry->placement);
+  if (regions.size() == 1 && !joined) {
+    reduce_direct(first, regions[0].send, regions[0].recv, regions[0].placement);
     return;
-  }
-  std::vector<comm::Region> regions;
-  regions.reserve(parts.size());
-  bool joined = false;
-  for (const Part& p : parts) {
-    if (p.entry == nullptr) {  // a joined rank contributes zeros and keeps nothing
-      regions.push_back({nullptr, nullptr, p.count});
-      joined = true;
-    } else {
-      regions.push_back({p.entry->input, p.entry->output, p.count, p.entry->placement});
-    }
   }
   if (!joined && !reduction.prescales() && comm_.capabilities().reduces_regions && !buffers_overlap(regions, esize)) {
     stamp(phases_.comm_start);

@@ -93,6 +93,7 @@ class Executor {
   // allocation is a noticeable part of a small blocking call).
   std::vector<std::size_t> send_sizes_, recv_sizes_;
   std::vector<const void*> blocks_;
+  std::vector<comm::Region> regions_;  // a fused allreduce's, reused
   Phases phases_;
   bool timed_ = false;
 };
