@@ -454,6 +454,29 @@ TEST_F(KolorunTest, FlightDirectoryGoesAfterAFailedRank) {
   expect_flight_directory_gone_after(dir_, {}, 3, "if [ $KOLO_RANK = 1 ]; then exit 3; fi; ");
 }
 
+// A rank that starts a job of its own: kolorun set the rank's
+// KOLO_FLIGHT_RECORDER_DIR to its job's directory, and the inner job takes one of
+// its own instead (each job would otherwise read the other's records as its
+// ranks' and name the wrong rank as the one that failed first). A directory the
+// rank itself chose for the inner job is kept.
+TEST_F(KolorunTest, AJobStartedByARankTakesAFlightDirectoryOfItsOwn) {
+  const std::string inner = std::string(KOLORUN_PATH) + " -np 2 sh -c 'echo $KOLO_FLIGHT_RECORDER_DIR > " +
+                            path("inner.") + "$KOLO_RANK'";
+  const std::string chosen = std::string("KOLO_FLIGHT_RECORDER_DIR=") + path("chosen") + " " + KOLORUN_PATH +
+                             " -np 1 sh -c 'echo $KOLO_FLIGHT_RECORDER_DIR > " + path("chosen.0") + "'";
+  auto result = run_kolorun(
+      {"-np", "1", "sh", "-c", "echo $KOLO_FLIGHT_RECORDER_DIR > " + path("outer") + " && " + inner + " && " + chosen},
+      30s);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const std::string outer = *wait_for_line(path("outer"), 1s);
+  const std::string inner_0 = *wait_for_line(path("inner.0"), 1s);
+  EXPECT_EQ(outer.rfind("/tmp/kolo-flight-", 0), 0u) << outer;
+  EXPECT_EQ(inner_0.rfind("/tmp/kolo-flight-", 0), 0u) << inner_0;
+  EXPECT_NE(inner_0, outer);
+  EXPECT_EQ(*wait_for_line(path("inner.1"), 1s), inner_0);
+  EXPECT_EQ(*wait_for_line(path("chosen.0"), 1s), path("chosen"));
+}
+
 TEST_F(KolorunTest, RanksDieWhenKolorunIsKilled) {
   // SIGKILL leaves kolorun no chance to clean up: the ranks' death signal does it.
   KolorunProcess process(KOLORUN_PATH, {"-np", "2", "sh", "-c", "echo $$ > " + path("rank.") + "$KOLO_RANK; exec sleep 60"});

@@ -173,8 +173,8 @@ def test_ranks_with_different_settings_fail_on_every_rank():
         optimizer.step()
 
 
-@pytest.mark.skipif('KOLORUN' not in os.environ or 'KOLO_POWERSGD_BITS' not in os.environ,
-                    reason='needs KOLORUN and KOLO_POWERSGD_BITS, the C++ program (set by ctest)')
+@pytest.mark.skipif('KOLORUN' not in os.environ or 'POWERSGD_BITS_PROGRAM' not in os.environ,
+                    reason='needs KOLORUN and POWERSGD_BITS_PROGRAM, the C++ program (set by ctest)')
 def test_the_cpp_optimizer_gives_the_same_bits(tmp_path):
     """tests/torch/powersgd_bits.cc trains this model on this data in C++; the
     weights and data are formulas both compute with the same operations."""
@@ -198,7 +198,7 @@ def test_the_cpp_optimizer_gives_the_same_bits(tmp_path):
     out = tmp_path / 'cpp-parameters'
 
     def run_cpp():
-        subprocess.run([os.environ['KOLORUN'], '-np', str(hvd.size()), os.environ['KOLO_POWERSGD_BITS'], str(out)],
+        subprocess.run([os.environ['KOLORUN'], '-np', str(hvd.size()), os.environ['POWERSGD_BITS_PROGRAM'], str(out)],
                        check=True, timeout=120, capture_output=True)
     on_rank_0(run_cpp)
     if rank == 0:

@@ -21,6 +21,7 @@
 #include "plan/store_endpoint.h"
 #include "remote/env_export.h"
 #include "remote/remote_spawner.h"
+#include "bootstrap/launch_settings.h"
 #include "common/job_names.h"
 #include "engine/config.h"
 #include "store/store.h"
@@ -222,6 +223,19 @@ class OwnFlightDirectory {
   std::string path_;
 };
 
+// KOLO_FLIGHT_RECORDER_DIR as the user chose it, or empty. In a rank of another
+// kolo job (a rank that starts a job of its own) the variable can name that job's
+// own directory, which its kolorun set: the new job takes a directory of its own,
+// so that neither job reads the other's records as its ranks'.
+std::string user_flight_dir() {
+  const char* dir = std::getenv(kolo::engine::kFlightRecorderDir.name);
+  if (!dir || !*dir) return "";
+  const char* secret = std::getenv(kolo::store::kSecret.name);
+  const char* job_id = std::getenv(kolo::kJobId.name);
+  if (secret && *secret && dir == kolo::job_flight_dir(secret, job_id ? job_id : "")) return "";
+  return dir;
+}
+
 }  // namespace
 
 int run_launcher(const std::vector<std::string>& args) {
@@ -267,17 +281,17 @@ int run_launcher(const std::vector<std::string>& args) {
   job.hosts = static_cast<int>(job_hosts.hosts.size());
   job.cpu_binding = cpu_binding_name(options.cpu_binding);
   // Flight records go where the user said, or to a directory of this job's.
-  const char* user_flight_dir = std::getenv(kolo::engine::kFlightRecorderDir.name);
-  job.flight_dir = user_flight_dir && *user_flight_dir ? user_flight_dir : kolo::job_flight_dir(job.secret, job.job_id);
+  const std::string chosen_flight_dir = user_flight_dir();
+  job.flight_dir = chosen_flight_dir.empty() ? kolo::job_flight_dir(job.secret, job.job_id) : chosen_flight_dir;
   // Declared before the watchdog and the supervisor: it goes after they are done.
-  OwnFlightDirectory own_flight_dir(user_flight_dir && *user_flight_dir ? "" : job.flight_dir);
+  OwnFlightDirectory own_flight_dir(chosen_flight_dir.empty() ? job.flight_dir : "");
   // Before the watchdog, which kills what is in it; goes after it.
   JobCgroup cgroup("kolo-" + tag);
   // Before the store's thread: the watchdog is forked from a process of one thread.
   WatchdogDuty duty;
   duty.processes.entries = {"KOLO_JOB_ID=" + job.job_id};
   duty.job_tag = tag;
-  duty.flight_dir = user_flight_dir && *user_flight_dir ? "" : job.flight_dir;
+  duty.flight_dir = chosen_flight_dir.empty() ? job.flight_dir : "";
   duty.cgroup = cgroup.path();
   JobWatchdog watchdog(std::move(duty));
   kolo::store::StoreServer store(job.secret, endpoint.address, 0);
