@@ -5,9 +5,11 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "harness/kolorun_process.h"
+#include "harness/temp_dir.h"
 
 namespace kolo::testing {
 namespace {
@@ -61,6 +63,24 @@ TEST(KolorunFlightRecorder, RanksFoundDeadTogetherAreBlamedInTheOrderTheyFailed)
   const auto rank0 = result.err.find("rank 0 (pid");
   EXPECT_NE(first_failure, std::string::npos) << result.err;
   EXPECT_TRUE(rank0 == std::string::npos || first_failure < rank0) << result.err;
+}
+
+TEST(KolorunFlightRecorder, AnEarlierJobsRecordsInTheUsersDirectoryAreNotRead) {
+  // An earlier job left rank 1's record in the directory the user keeps, blaming
+  // rank 0. Rank 1 of this job fails on its own: kolorun names it at once, not
+  // rank 0 after waiting for it, and reports no record from rank 1.
+  TempDir dir("kolo-flight-stale");
+  const auto stale = dir.path() / "rank1.json";
+  std::ofstream(stale) << R"({"rank":1,"size":2,"pid":1,"reason":"error: from an earlier job","blames":0,)"
+                       << R"("origin_unix_ms":0,"now_us":0,"records":[]})" << "\n";
+  std::filesystem::last_write_time(stale, std::filesystem::file_time_type::clock::now() - std::chrono::hours(1));
+  auto result = run_command({"env", "KOLO_FLIGHT_RECORDER_DIR=" + dir.path().string(), KOLORUN_PATH, "-np", "2", "sh",
+                             "-c", "if [ $KOLO_RANK = 1 ]; then exit 3; fi; sleep 30"},
+                            30s);
+  EXPECT_EQ(result.exit_code, 3) << result.err;
+  EXPECT_EQ(result.err.rfind("kolorun: rank 1 (pid ", 0), 0u) << result.err;
+  EXPECT_EQ(result.err.find("failed first"), std::string::npos) << result.err;
+  EXPECT_EQ(result.err.find("from an earlier job"), std::string::npos) << result.err;
 }
 
 TEST(KolorunFlightRecorder, Sigusr1ReportsWithoutStoppingTheJob) {

@@ -151,9 +151,18 @@ std::string report_for_records(const std::vector<std::string>& rank_json, int si
 
 namespace {
 
-// `rank`'s record in `dir`; null when there is none or it cannot be parsed.
-nlohmann::json read_record(const std::string& dir, int rank) {
-  std::ifstream in(std::filesystem::path(dir) / ("rank" + std::to_string(rank) + ".json"));
+bool written_since(const std::filesystem::path& file, WrittenSince since) {
+  std::error_code ec;
+  const auto written = std::filesystem::last_write_time(file, ec);
+  return !ec && written >= since;
+}
+
+// `rank`'s record in `dir`; null when there is none, it is older than `since`
+// or it cannot be parsed.
+nlohmann::json read_record(const std::string& dir, int rank, WrittenSince since) {
+  const auto file = std::filesystem::path(dir) / ("rank" + std::to_string(rank) + ".json");
+  if (!written_since(file, since)) return nullptr;
+  std::ifstream in(file);
   if (!in) return nullptr;
   std::stringstream buf;
   buf << in.rdbuf();
@@ -162,9 +171,9 @@ nlohmann::json read_record(const std::string& dir, int rank) {
 
 }  // namespace
 
-int blamed_rank(const std::string& dir, int rank) {
+int blamed_rank(const std::string& dir, int rank, WrittenSince since) {
   try {
-    const auto j = read_record(dir, rank);
+    const auto j = read_record(dir, rank, since);
     if (!j.is_object() || !j.contains("blames")) return -1;
     return static_cast<int>(integer_at(j, "blames", kMaxRank));
   } catch (const std::exception&) {
@@ -172,9 +181,9 @@ int blamed_rank(const std::string& dir, int rank) {
   }
 }
 
-std::string record_reason(const std::string& dir, int rank) {
+std::string record_reason(const std::string& dir, int rank, WrittenSince since) {
   try {
-    const auto j = read_record(dir, rank);
+    const auto j = read_record(dir, rank, since);
     if (!j.is_object() || !j.contains("reason") || !j["reason"].is_string()) return {};
     return j["reason"].get<std::string>();
   } catch (const std::exception&) {
@@ -182,20 +191,21 @@ std::string record_reason(const std::string& dir, int rank) {
   }
 }
 
-std::vector<std::filesystem::path> record_files(const std::string& dir, std::error_code& error) {
+std::vector<std::filesystem::path> record_files(const std::string& dir, std::error_code& error, WrittenSince since) {
   std::vector<std::filesystem::path> files;
   for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
     auto name = entry.path().filename().string();
-    if (name.rfind("rank", 0) == 0 && entry.path().extension() == ".json") files.push_back(entry.path());
+    if (name.rfind("rank", 0) == 0 && entry.path().extension() == ".json" && written_since(entry.path(), since))
+      files.push_back(entry.path());
   }
   std::sort(files.begin(), files.end());
   return files;
 }
 
-std::string report_for_directory(const std::string& dir, int size) {
+std::string report_for_directory(const std::string& dir, int size, WrittenSince since) {
   std::vector<std::string> texts;
   std::error_code ec;
-  const auto files = record_files(dir, ec);
+  const auto files = record_files(dir, ec, since);
   if (ec) return "flight recorder report: cannot read " + dir + ": " + ec.message() + "\n";
   for (const auto& f : files) {
     std::ifstream in(f);

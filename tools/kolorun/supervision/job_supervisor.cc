@@ -112,6 +112,11 @@ struct JobSupervisor::Impl {
   std::vector<RankState> ranks;
   std::vector<char> read_buffer = std::vector<char>(kReadChunk);
 
+  // The records this job reads: those written since it started (a second's slack
+  // for the coarse clock of file times), not an earlier job's in a directory the
+  // user keeps.
+  const kolo::flight::WrittenSince records_since =
+      std::filesystem::file_time_type::clock::now() - std::chrono::seconds(1);
   std::optional<int> exit_status;  // set by what first ended the job
   bool stopping = false;
   bool killed = false;
@@ -219,11 +224,11 @@ struct JobSupervisor::Impl {
     const auto dirs = record_dirs();
     for (std::size_t i = 0; i < dirs.size(); ++i) {
       std::error_code missing;
-      const auto files = kolo::flight::record_files(dirs[i].string(), missing);
+      const auto files = kolo::flight::record_files(dirs[i].string(), missing, records_since);
       if (missing || (files.empty() && dirs.size() > 1)) continue;  // the job's own, when worlds took its place
       // A world's size is its own: the report counts the ranks its records name.
       report("flight recorder (" + dirs[i].string() + (i > 0 ? ", a world of some of the job's ranks" : "") +
-             "):\n" + kolo::flight::report_for_directory(dirs[i].string(), i == 0 ? settings.size : 0));
+             "):\n" + kolo::flight::report_for_directory(dirs[i].string(), i == 0 ? settings.size : 0, records_since));
     }
     if (stop_after_flight) stop_job(*exit_status, SIGTERM, "");
   }
@@ -315,13 +320,13 @@ struct JobSupervisor::Impl {
   // failure line and exit status are the cause's. True when it was held.
   bool wait_for_blamed(const RankState& r, int code, const std::string& text) {
     if (settings.flight_dir.empty() || r.server >= 0) return false;
-    const int blamed = kolo::flight::blamed_rank(settings.flight_dir, r.rank);
+    const int blamed = kolo::flight::blamed_rank(settings.flight_dir, r.rank, records_since);
     if (blamed < 0 || blamed == r.rank) return false;
     const bool running = std::any_of(ranks.begin(), ranks.end(), [&](const RankState& o) {
       return o.running && o.server < 0 && o.rank == blamed;
     });
     if (!running) return false;
-    std::string why = kolo::flight::record_reason(settings.flight_dir, r.rank);
+    std::string why = kolo::flight::record_reason(settings.flight_dir, r.rank, records_since);
     if (why.rfind("error: ", 0) == 0) why.erase(0, 7);
     const auto until = held_failures.empty() ? Clock::now() + kBlamedRankWait : held_failures.front().until;
     held_failures.push_back(HeldFailure{code, text, until, blamed, why});
@@ -361,7 +366,7 @@ struct JobSupervisor::Impl {
     if (exited.size() > 1 && !settings.flight_dir.empty()) {
       std::set<int> blamers;  // each record is read once
       for (const RankState* r : exited) {
-        const int b = kolo::flight::blamed_rank(settings.flight_dir, r->rank);
+        const int b = kolo::flight::blamed_rank(settings.flight_dir, r->rank, records_since);
         if (std::any_of(exited.begin(), exited.end(), [&](const RankState* o) { return o->rank == b; })) blamers.insert(r->rank);
       }
       std::stable_partition(exited.begin(), exited.end(), [&](const RankState* r) { return !blamers.count(r->rank); });
