@@ -28,7 +28,7 @@ struct Flags {
   double lr = 0.001;  // per worker: the job uses lr x workers
   std::string compression = "none";
   int powersgd_rank = 0;  // 0: gradients allreduced whole
-  std::int64_t powersgd_start_step = 0;
+  std::int64_t powersgd_start_step = 100;  // whole gradients first: docs/benchmarks.md "Accuracy"
   std::uint64_t seed = 42;
   int threads = 0;  // 0: the host's cores shared among the local ranks
   int log_interval = 50;

@@ -117,7 +117,7 @@ def main():
     parser.add_argument('--fp16-allreduce', action='store_true')
     parser.add_argument('--powersgd-rank', type=int, default=0,
                         help='PowerSGD: low-rank gradients of this rank with error feedback (0: off)')
-    parser.add_argument('--powersgd-start-step', type=int, default=0,
+    parser.add_argument('--powersgd-start-step', type=int, default=100,
                         help='PowerSGD: steps with whole gradients before compression starts')
     parser.add_argument('--seed', type=int, default=42)
     parser.add_argument('--log-interval', type=int, default=50)
