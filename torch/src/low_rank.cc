@@ -86,16 +86,68 @@ bool fold_last_and_project(const T* g, T* m, Approximation<T> last, const T* qt,
   return true;
 }
 
-// reconstruct for r known when compiling.
+// reconstruct for r known when compiling, kGroup rows at a time: each value of
+// Qt loaded serves them all.
 template <typename T, int R>
-void reconstruct_fixed(T* g, const T* p, const T* qt, std::int64_t rows, std::int64_t cols) {
-  for (std::int64_t i = 0; i < rows; ++i) {
+void reconstruct_fixed(T* __restrict g, const T* __restrict p, const T* __restrict qt, std::int64_t rows,
+                       std::int64_t cols) {
+  std::int64_t i = 0;
+  for (; i + kGroup <= rows; i += kGroup) {
+    T w[kGroup][R];
+    for (std::int64_t n = 0; n < kGroup; ++n) {
+      for (int k = 0; k < R; ++k) w[n][k] = p[(i + n) * R + k];
+    }
+    T* out = g + i * cols;
+    for (std::int64_t x = 0; x < cols; ++x) {
+      for (std::int64_t n = 0; n < kGroup; ++n) {
+        T a = w[n][0] * qt[x];
+        for (int k = 1; k < R; ++k) a += w[n][k] * qt[k * cols + x];
+        out[n * cols + x] = a;
+      }
+    }
+  }
+  for (; i < rows; ++i) {
     const T* w = p + i * R;
     T* row = g + i * cols;
     for (std::int64_t x = 0; x < cols; ++x) {
       T a = w[0] * qt[x];
       for (int k = 1; k < R; ++k) a += w[k] * qt[k * cols + x];
       row[x] = a;
+    }
+  }
+}
+
+// project_back for r known when compiling: each group's rows are read once for
+// all r rows of Qt, with the additions in the general loop's order.
+template <typename T, int R>
+void project_back_fixed(const T* __restrict m, const T* __restrict p, T* __restrict qt, std::int64_t rows,
+                        std::int64_t cols) {
+  for (std::int64_t k = 0; k < R * cols; ++k) qt[k] = 0;
+  std::int64_t i = 0;
+  for (; i + kGroup <= rows; i += kGroup) {
+    T w[kGroup][R];
+    for (std::int64_t n = 0; n < kGroup; ++n) {
+      for (int k = 0; k < R; ++k) w[n][k] = p[(i + n) * R + k];
+    }
+    const T *m0 = m + i * cols, *m1 = m0 + cols, *m2 = m1 + cols, *m3 = m2 + cols;
+    for (std::int64_t j = 0; j < cols; ++j) {
+      const T a0 = m0[j], a1 = m1[j], a2 = m2[j], a3 = m3[j];
+      for (int k = 0; k < R; ++k) {
+        T v = qt[k * cols + j];
+        v += w[0][k] * a0;
+        v += w[1][k] * a1;
+        v += w[2][k] * a2;
+        v += w[3][k] * a3;
+        qt[k * cols + j] = v;
+      }
+    }
+  }
+  for (; i < rows; ++i) {
+    for (int k = 0; k < R; ++k) {
+      const T weight = p[i * R + k];
+      T* out = qt + k * cols;
+      const T* row = m + i * cols;
+      for (std::int64_t j = 0; j < cols; ++j) out[j] += weight * row[j];
     }
   }
 }
@@ -144,6 +196,12 @@ void fold_and_project(const T* g, T* m, Approximation<T> last, const T* qt, T* p
 
 template <typename T>
 void project_back(const T* m, const T* p, T* qt, std::int64_t rows, std::int64_t cols, std::int64_t r) {
+  if (with_fixed_rank(r, [&]<int R>() {
+        project_back_fixed<T, R>(m, p, qt, rows, cols);
+        return true;
+      })) {
+    return;
+  }
   for (std::int64_t k = 0; k < r * cols; ++k) qt[k] = 0;
   for (std::int64_t i = 0; i < rows; i += kGroup) {
     const std::int64_t group = std::min(kGroup, rows - i);
