@@ -28,8 +28,8 @@ T dot(const T* a, const T* b, std::int64_t n) {
   return sum;
 }
 
-// Rows worked on together in project_back: each value of Qt loaded and
-// stored serves this many rows.
+// Rows worked on together in project_back and reconstruct: each value of Qt
+// loaded (and stored) serves this many rows.
 constexpr std::int64_t kGroup = 4;
 
 // row = sum over k of weights[k] Qt[k]: one row of P Qt.
@@ -117,6 +117,21 @@ void reconstruct_fixed(T* __restrict g, const T* __restrict p, const T* __restri
   }
 }
 
+// Qt += P^T M over rows [begin, end), one row at a time: each row's terms in
+// row order, the order every path of project_back adds them in.
+template <typename T>
+void project_rows_back(const T* m, const T* p, T* qt, std::int64_t begin, std::int64_t end, std::int64_t cols,
+                       std::int64_t r) {
+  for (std::int64_t i = begin; i < end; ++i) {
+    const T* row = m + i * cols;
+    for (std::int64_t k = 0; k < r; ++k) {
+      const T weight = p[i * r + k];
+      T* out = qt + k * cols;
+      for (std::int64_t j = 0; j < cols; ++j) out[j] += weight * row[j];
+    }
+  }
+}
+
 // project_back for r known when compiling: each group's rows are read once for
 // all r rows of Qt, with the additions in the general loop's order.
 template <typename T, int R>
@@ -142,14 +157,7 @@ void project_back_fixed(const T* __restrict m, const T* __restrict p, T* __restr
       }
     }
   }
-  for (; i < rows; ++i) {
-    for (int k = 0; k < R; ++k) {
-      const T weight = p[i * R + k];
-      T* out = qt + k * cols;
-      const T* row = m + i * cols;
-      for (std::int64_t j = 0; j < cols; ++j) out[j] += weight * row[j];
-    }
-  }
+  project_rows_back(m, p, qt, i, rows, cols, R);
 }
 
 // Calls f.template operator()<R>() for r in 1..8, the ranks worth unrolling;
@@ -202,31 +210,9 @@ void project_back(const T* m, const T* p, T* qt, std::int64_t rows, std::int64_t
       })) {
     return;
   }
+  // Ranks above those unrolled: rare, one row at a time.
   for (std::int64_t k = 0; k < r * cols; ++k) qt[k] = 0;
-  for (std::int64_t i = 0; i < rows; i += kGroup) {
-    const std::int64_t group = std::min(kGroup, rows - i);
-    for (std::int64_t k = 0; k < r; ++k) {
-      T* out = qt + k * cols;
-      if (group == kGroup) {
-        const T w0 = p[i * r + k], w1 = p[(i + 1) * r + k], w2 = p[(i + 2) * r + k], w3 = p[(i + 3) * r + k];
-        const T *m0 = m + i * cols, *m1 = m0 + cols, *m2 = m1 + cols, *m3 = m2 + cols;
-        for (std::int64_t j = 0; j < cols; ++j) {
-          T v = out[j];  // the rows' terms in row order, as one row at a time adds them
-          v += w0 * m0[j];
-          v += w1 * m1[j];
-          v += w2 * m2[j];
-          v += w3 * m3[j];
-          out[j] = v;
-        }
-        continue;
-      }
-      for (std::int64_t g = 0; g < group; ++g) {
-        const T weight = p[(i + g) * r + k];
-        const T* row = m + (i + g) * cols;
-        for (std::int64_t j = 0; j < cols; ++j) out[j] += weight * row[j];
-      }
-    }
-  }
+  project_rows_back(m, p, qt, 0, rows, cols, r);
 }
 
 template <typename T>
