@@ -33,6 +33,7 @@ void define_compressors(py::module_& m) {
       .def_property_readonly("steps", &PowerSGD::steps)
       .def_property_readonly("last_sent_elements", &PowerSGD::last_sent_elements)
       .def_property_readonly("last_compressed_elements", &PowerSGD::last_compressed_elements)
+      .def_property_readonly("last_allreduces", &PowerSGD::last_allreduces)
       .def("memory", &PowerSGD::memory)
       .def("load_memory", &PowerSGD::load_memory, arg("memory"));
 }

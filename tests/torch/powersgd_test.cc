@@ -187,7 +187,53 @@ TEST(PowerSGD, ErrorFeedbackKeepsWhatItDoesNotSend) {
       // Rank 2 of a 24 x 40 matrix sends 2 x 64 numbers instead of 960.
       EXPECT_EQ(compressor.last_sent_elements(), 2 * (24 + 40));
       EXPECT_EQ(compressor.last_compressed_elements(), 24 * 40);
+      EXPECT_EQ(compressor.last_allreduces(), 2);
     }
+  });
+}
+
+// Enough matrices that their factors travel in several chunks per dtype, in
+// two dtypes: each rank's gradients are of rank one, so rank 3 at 3 ranks
+// recovers every matrix's average, whichever chunk carried it.
+TEST(PowerSGD, ManyMatricesTravelInChunksAndStayExact) {
+  kolo::testing::run_ranks(3, [](int rank) {
+    RankSession session;
+    PowerSGDOptions options;
+    options.rank = 3;
+    options.min_size = 0;
+    PowerSGD compressor(options);
+    compressor.bind(CompressorBinding{});
+    // 8192 x 16 at rank 3: 24624 factor elements each, 10 of them in doubles
+    // (past two chunks' worth) and 3 in floats (one chunk).
+    constexpr std::int64_t kRows = 8192;
+    constexpr std::int64_t kCols = 16;
+    struct Matrix {
+      std::string name;
+      at::ScalarType dtype;
+    };
+    std::vector<Matrix> matrices;
+    for (int i = 0; i < 10; ++i) matrices.push_back({"double" + std::to_string(i), at::kDouble});
+    for (int i = 0; i < 3; ++i) matrices.push_back({"float" + std::to_string(i), at::kFloat});
+    auto rank_one = [&](std::size_t matrix, int r) {
+      at::manual_seed(1000 * matrix + r);
+      return at::outer(at::randn({kRows}, at::kDouble), at::randn({kCols}, at::kDouble));
+    };
+    std::vector<at::Tensor> grads;
+    for (std::size_t i = 0; i < matrices.size(); ++i) {
+      grads.push_back(rank_one(i, rank).to(matrices[i].dtype));
+      compressor.add(matrices[i].name, grads.back());
+    }
+    compressor.finish();
+    for (std::size_t i = 0; i < matrices.size(); ++i) {
+      at::Tensor mean = at::zeros({kRows, kCols}, at::kDouble);
+      for (int r = 0; r < kolo::size(); ++r) mean += rank_one(i, r).to(matrices[i].dtype).to(at::kDouble);
+      mean /= kolo::size();
+      const double tolerance = matrices[i].dtype == at::kDouble ? 1e-9 : 1e-4;
+      EXPECT_LE(relative_error(grads[i].to(at::kDouble), mean), tolerance) << matrices[i].name;
+      expect_identical_on_all_ranks(grads[i], "check." + matrices[i].name);
+    }
+    EXPECT_EQ(compressor.last_sent_elements(), 13 * 3 * (kRows + kCols));
+    EXPECT_EQ(compressor.last_allreduces(), 2 * (3 + 1));  // three chunks of doubles, one of floats
   });
 }
 

@@ -1,7 +1,6 @@
-// PowerSGD (see powersgd.h): factors computed as gradients arrive, two fused
-// allreduces per step, error feedback. The passes over each matrix are
-// low_rank.h's loops; the factors of all matrices travel end to end in one
-// buffer per dtype.
+// PowerSGD (see powersgd.h): factors computed as gradients arrive, sent after
+// backward in a few fused chunks (FactorChunk), error feedback. The passes over
+// each matrix are low_rank.h's loops.
 #include "kolo/torch/powersgd.h"
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -81,6 +80,52 @@ struct PendingMatrix {
   at::Tensor qt;  // rank x cols: P^T M, then its reduced version
 };
 
+// The factors of a step travel in a few chunks, each its own pair of
+// allreduces: the passes over one chunk's matrices run while another chunk's
+// factors are on the wire. A chunk holds matrices of one dtype, consecutive in
+// name order, so every rank makes the same chunks.
+struct FactorChunk {
+  FactorChunk(c10::ScalarType dtype, std::size_t index) : dtype(dtype), index(index) {}
+  c10::ScalarType dtype;
+  std::size_t index;  // among its dtype's chunks
+  std::vector<PendingMatrix*> entries;
+  std::int64_t p_size = 0;  // elements of its matrices' P
+  std::int64_t q_size = 0;  // and of their Qt
+};
+
+// At most this many chunks a dtype, each of at least kMinChunk factor
+// elements: a chunk costs one more pair of allreduces to negotiate.
+constexpr std::int64_t kMaxChunks = 4;
+constexpr std::int64_t kMinChunk = 1 << 16;
+
+std::vector<FactorChunk> chunk_factors(std::vector<PendingMatrix>& pending) {
+  std::map<c10::ScalarType, std::vector<PendingMatrix*>> by_dtype;
+  for (PendingMatrix& entry : pending) by_dtype[entry.work.scalar_type()].push_back(&entry);
+  auto factor_size = [](const PendingMatrix& e) { return e.rank * (e.rows + e.cols); };
+  std::vector<FactorChunk> chunks;
+  for (auto& [dtype, entries] : by_dtype) {
+    std::int64_t total = 0;
+    for (PendingMatrix* entry : entries) total += factor_size(*entry);
+    const std::int64_t count = std::clamp<std::int64_t>(total / kMinChunk, 1, kMaxChunks);
+    std::int64_t done = 0;
+    FactorChunk chunk(dtype, 0);
+    for (PendingMatrix* entry : entries) {
+      chunk.entries.push_back(entry);
+      chunk.p_size += entry->p.numel();
+      chunk.q_size += entry->rank * entry->cols;
+      done += factor_size(*entry);
+      // The chunk closes where the factors sent so far pass its share of the total.
+      if (done * count >= total * static_cast<std::int64_t>(chunk.index + 1) && entry != entries.back()) {
+        const std::size_t next = chunk.index + 1;
+        chunks.push_back(std::move(chunk));
+        chunk = FactorChunk(dtype, next);
+      }
+    }
+    chunks.push_back(std::move(chunk));
+  }
+  return chunks;
+}
+
 struct PowerSGD::Impl {
   std::map<std::string, MatrixMemory> matrices;  // by gradient name
   std::vector<PendingMatrix> pending;
@@ -88,6 +133,7 @@ struct PowerSGD::Impl {
   std::int64_t steps = 0;
   std::int64_t last_sent = 0;
   std::int64_t last_compressed = 0;
+  std::int64_t last_allreduces = 0;
 };
 
 PowerSGD::PowerSGD(PowerSGDOptions options) : options_(options), impl_(std::make_unique<Impl>()) {
@@ -186,70 +232,78 @@ void PowerSGD::finish() {
   // One order on every rank, whatever order backward produced the gradients in.
   std::sort(pending.begin(), pending.end(),
             [](const PendingMatrix& a, const PendingMatrix& b) { return a.name < b.name; });
+  std::vector<FactorChunk> chunks = chunk_factors(pending);
 
-  // The factors of each dtype travel end to end in one buffer.
-  std::map<c10::ScalarType, std::vector<PendingMatrix*>> by_dtype;
-  for (PendingMatrix& entry : pending) by_dtype[entry.work.scalar_type()].push_back(&entry);
-  auto reduce = [&](const char* what, ReduceOp op, auto size_of, auto fill) {
-    std::vector<std::pair<at::Tensor, TensorHandle>> flights;
-    for (auto& [dtype, entries] : by_dtype) {
-      std::int64_t total = 0;
-      for (PendingMatrix* entry : entries) total += size_of(*entry);
-      at::Tensor flat = at::empty({total}, at::TensorOptions().dtype(dtype));
-      std::int64_t offset = 0;
-      for (PendingMatrix* entry : entries) {
-        fill(*entry, flat.narrow(0, offset, size_of(*entry)));
-        offset += size_of(*entry);
-      }
-      AllreduceOptions options;
-      options.op = op;
-      options.process_set = bound.process_set;
-      options.name = bound.name_prefix + ".powersgd." + what + "." + c10::toString(dtype);
-      flights.emplace_back(flat, allreduce_async_(flat, options));
-    }
-    for (auto& flight : flights) flight.second.wait();
+  auto launch = [&](FactorChunk& chunk, const char* what, ReduceOp op, at::Tensor flat) {
+    AllreduceOptions options;
+    options.op = op;
+    options.process_set = bound.process_set;
+    options.name = bound.name_prefix + ".powersgd." + what + "." + c10::toString(chunk.dtype) + "." +
+                   std::to_string(chunk.index);
+    return allreduce_async_(flat, options);
   };
 
-  // P = M Qt^T, summed; it is made orthonormal after, so its scale does not matter.
-  reduce("P", ReduceOp::Sum, [](const PendingMatrix& e) { return e.p.numel(); },
-         [](PendingMatrix& e, const at::Tensor& place) {
-           place.copy_(e.p.view({-1}));
-           e.p = place.view(e.p.sizes());
-         });
+  // P = M Qt^T, summed; it is made orthonormal after, so its scale does not
+  // matter. Every chunk's P sets off at once.
+  std::vector<TensorHandle> p_flights;
+  for (FactorChunk& chunk : chunks) {
+    at::Tensor flat = at::empty({chunk.p_size}, at::TensorOptions().dtype(chunk.dtype));
+    std::int64_t offset = 0;
+    for (PendingMatrix* entry : chunk.entries) {
+      at::Tensor place = flat.narrow(0, offset, entry->p.numel());
+      place.copy_(entry->p.view({-1}));
+      entry->p = place.view(entry->p.sizes());
+      offset += place.numel();
+    }
+    p_flights.push_back(launch(chunk, "P", ReduceOp::Sum, flat));
+  }
 
-  // Orthonormal P, then Qt = P^T M, averaged (or summed).
-  reduce("Q", bound.op, [](const PendingMatrix& e) { return e.rank * e.cols; },
-         [](PendingMatrix& e, const at::Tensor& place) {
-           e.qt = place.view({e.rank, e.cols});
-           with_element_type(e.work, [&](auto zero) {
-             using T = decltype(zero);
-             detail::orthonormalize_columns<T>(e.p.data_ptr<T>(), e.rows, e.rank);
-             detail::project_back<T>(e.m.data_ptr<T>(), e.p.data_ptr<T>(), e.qt.data_ptr<T>(), e.rows, e.cols,
-                                     e.rank);
-           });
-         });
+  // As each chunk's P lands: orthonormal P, then Qt = P^T M, averaged (or
+  // summed), sent while the next chunks' Qt are computed.
+  std::vector<TensorHandle> q_flights;
+  for (std::size_t c = 0; c < chunks.size(); ++c) {
+    p_flights[c].wait();
+    at::Tensor flat = at::empty({chunks[c].q_size}, at::TensorOptions().dtype(chunks[c].dtype));
+    std::int64_t offset = 0;
+    for (PendingMatrix* entry : chunks[c].entries) {
+      entry->qt = flat.narrow(0, offset, entry->rank * entry->cols).view({entry->rank, entry->cols});
+      offset += entry->qt.numel();
+      with_element_type(entry->work, [&](auto zero) {
+        using T = decltype(zero);
+        detail::orthonormalize_columns<T>(entry->p.data_ptr<T>(), entry->rows, entry->rank);
+        detail::project_back<T>(entry->m.data_ptr<T>(), entry->p.data_ptr<T>(), entry->qt.data_ptr<T>(),
+                                entry->rows, entry->cols, entry->rank);
+      });
+    }
+    q_flights.push_back(launch(chunks[c], "Q", bound.op, flat));
+  }
 
-  // The gradient becomes P Qt; what that misses is the next step's error.
+  // As each chunk's Qt lands, its gradients become P Qt; what that misses is
+  // the next step's error.
   std::int64_t sent = 0;
   std::int64_t compressed = 0;
-  for (PendingMatrix& entry : pending) {
-    with_element_type(entry.work, [&](auto zero) {
-      using T = decltype(zero);
-      detail::reconstruct<T>(entry.work.data_ptr<T>(), entry.p.data_ptr<T>(), entry.qt.data_ptr<T>(), entry.rows,
-                             entry.cols, entry.rank);
-    });
-    if (!entry.work.is_same(entry.grad)) entry.grad.detach().copy_(entry.work);
-    MatrixMemory& memory = impl_->matrices[entry.name];
-    if (options_.error_feedback) {
-      memory.last_p = entry.p.clone();
-      memory.last_qt = entry.qt.clone();
+  for (std::size_t c = 0; c < chunks.size(); ++c) {
+    q_flights[c].wait();
+    for (PendingMatrix* entry : chunks[c].entries) {
+      with_element_type(entry->work, [&](auto zero) {
+        using T = decltype(zero);
+        detail::reconstruct<T>(entry->work.data_ptr<T>(), entry->p.data_ptr<T>(), entry->qt.data_ptr<T>(),
+                               entry->rows, entry->cols, entry->rank);
+      });
+      if (!entry->work.is_same(entry->grad)) entry->grad.detach().copy_(entry->work);
+      MatrixMemory& memory = impl_->matrices[entry->name];
+      if (options_.error_feedback) {
+        memory.last_p = entry->p.clone();
+        memory.last_qt = entry->qt.clone();
+      }
+      if (options_.warm_start) memory.qt.copy_(entry->qt);
+      sent += entry->p.numel() + entry->qt.numel();
+      compressed += entry->work.numel();
     }
-    if (options_.warm_start) memory.qt.copy_(entry.qt);
-    sent += entry.p.numel() + entry.qt.numel();
-    compressed += entry.work.numel();
   }
   impl_->last_sent = sent;
   impl_->last_compressed = compressed;
+  impl_->last_allreduces = static_cast<std::int64_t>(p_flights.size() + q_flights.size());
   ++impl_->steps;
   impl_->pending.clear();
   impl_->pending_names.clear();
@@ -269,6 +323,7 @@ void PowerSGD::abandon() {
 std::int64_t PowerSGD::steps() const { return impl_->steps; }
 std::int64_t PowerSGD::last_sent_elements() const { return impl_->last_sent; }
 std::int64_t PowerSGD::last_compressed_elements() const { return impl_->last_compressed; }
+std::int64_t PowerSGD::last_allreduces() const { return impl_->last_allreduces; }
 
 TensorMemory PowerSGD::memory() const {
   TensorMemory memory;

@@ -58,7 +58,8 @@ class PowerSGD:
     Each gradient with two or more dimensions, at least min_size elements and
     factors smaller than itself travels as two factors of rank `rank`: a rank
     sends rank * (rows + columns) numbers instead of rows * columns. The factors
-    of all such gradients go in two allreduces per step; what the approximation
+    of all such gradients go after backward in a few chunks, two allreduces a
+    chunk (last_allreduces says how many a step took); what the approximation
     misses is carried into the next step (error_feedback). The other gradients,
     and all of them before start_step, are allreduced whole. warm_start keeps
     the factors from step to step. kolo::torch::PowerSGD does the work, so a
@@ -93,6 +94,11 @@ class PowerSGD:
     def last_compressed_elements(self):
         """Numbers those gradients hold: with last_sent_elements, the compression."""
         return self._impl.last_compressed_elements
+
+    @property
+    def last_allreduces(self):
+        """Allreduces the last step's factors took: a P and a Q per chunk."""
+        return self._impl.last_allreduces
 
     def memory(self):
         """What it keeps between steps, {name: tensor}: its step count, warm-start

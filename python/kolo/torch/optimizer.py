@@ -97,7 +97,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             raise ValueError('DistributedOptimizer: gradient_predivide_factor does not apply with compression=PowerSGD')
         if self._group_members:
             raise ValueError('DistributedOptimizer: groups do not combine with compression=PowerSGD, which sends '
-                             'the factors of all its gradients in one allreduce')
+                             'the factors of all its gradients in a few fused allreduces')
         # Named after the optimizer's first parameter: two optimizers' factors never meet.
         prefix = 'kolo.grad.' + (min(names) if names else 'noname')
         self._compressor._impl.bind(average=self._op == Average, process_set=process_set.process_set_id,

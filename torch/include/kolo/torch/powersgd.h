@@ -8,10 +8,12 @@
 //   P  = orthonormal columns of P
 //   Q  = M^T P                                          -> allreduce Q (average)
 //   E  = M - P Q^T,  and the gradient becomes P Q^T.
-// A rank then sends r (n + m) numbers instead of n m. The P of every matrix
-// travel in one allreduce and the Q in another: a step costs two collectives
-// for all compressed gradients. Every rank computes the same P Q^T from the same
-// reduced factors, so replicas stay bitwise equal.
+// A rank then sends r (n + m) numbers instead of n m. The factors of all
+// matrices travel after backward in up to four chunks a dtype, each chunk's P
+// in one allreduce and its Q in another: a step costs at most eight
+// collectives for all compressed gradients, and one chunk's Q is on the wire
+// while the next chunk's is computed. Every rank computes the same P Q^T from
+// the same reduced factors, so replicas stay bitwise equal.
 //
 // Gradients with one dimension (biases, norms), smaller than min_size elements,
 // or whose factors would not be smaller than the matrix are allreduced whole, as
@@ -66,6 +68,8 @@ class PowerSGD final : public GradientCompressor {
   // gradients it compressed hold: their ratio is the compression.
   std::int64_t last_sent_elements() const;
   std::int64_t last_compressed_elements() const;
+  // Allreduces the last finish() took: a P and a Q for each chunk of factors.
+  std::int64_t last_allreduces() const;
 
  private:
   struct Impl;
