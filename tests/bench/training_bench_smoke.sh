@@ -26,9 +26,12 @@ for line in summary.splitlines():
 expected = {"kolo", "PyTorch DDP (gloo)", "PyTorch DDP (gloo) tuned malloc", "two independent 1-worker jobs",
             "2 workers in lockstep, no gradients", "kolo.torch (Python)"}
 assert set(rows) == expected, f"rows {sorted(rows)}"
+# Each rate is one timed batch, taken beside other tests: a 1-worker run slowed
+# by them puts a 2-worker scaling past 200 %. The bound catches a rate in the
+# wrong unit, not noise.
 for name, (one, two, scaling) in rows.items():
     assert one > 0 and two > 0, f"no throughput for {name}: {rows[name]}"
-    assert 0 < scaling < 200, f"scaling out of range for {name}: {scaling}"
+    assert 0 < scaling < 400, f"scaling out of range for {name}: {scaling}"
 for ratio in ("kolo / DDP with 2 workers", "kolo.torch (Python) / DDP with 2 workers"):
     assert re.search(re.escape(ratio) + r": [0-9.]+x \([0-9.]+x against", summary), f"no '{ratio}' line"
 assert "medians of 2 rounds" in summary, "no note of the rounds"
