@@ -76,11 +76,8 @@ def steps_of(args):
 
 
 def run_kolo(hosts, args, extra):
-    netns_exec = os.path.join(ROOT, 'bench', 'netns_exec.sh')
-    host_list = ','.join(f'{name}:1' for name in hosts.names)
-    argv = [netns_exec, hosts.names[0], os.path.join(args.build_dir, 'tools', 'kolorun', 'kolorun'),
-            '--launcher-command', f'{netns_exec} {{host}}', '-H', host_list, '--network-interface', hosts.interface,
-            os.path.join(args.build_dir, 'examples', 'synthetic_benchmark', 'synthetic_benchmark')]
+    argv = hosts.kolorun_argv(os.path.join(args.build_dir, 'tools', 'kolorun', 'kolorun')) + [
+        os.path.join(args.build_dir, 'examples', 'synthetic_benchmark', 'synthetic_benchmark')]
     return subprocess.run(argv + benchmark_args(args) + extra, capture_output=True, text=True, timeout=args.timeout,
                           env=dict(os.environ, **hosts.environment(), OPENBLAS_NUM_THREADS='1'))
 

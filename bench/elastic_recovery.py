@@ -192,11 +192,8 @@ class Trial:
             return [a.kolorun, '-np', str(NP - 1), '--min-np', str(NP - 1), '--max-np', str(NP),
                     '--host-discovery-script', script, *timeout, *kolo_worker]
         if self.case == 'kolo-kill-host':
-            netns_exec = os.path.join(HERE, 'netns_exec.sh')
-            host_list = ','.join(f'{name}:{NP // 2}' for name in self.hosts.names)
-            return [netns_exec, self.hosts.names[0], a.kolorun, '--launcher-command', f'{netns_exec} {{host}}',
-                    '-H', host_list, '--network-interface', self.hosts.interface, '--min-np', str(NP // 2),
-                    *timeout, *kolo_worker]
+            return self.hosts.kolorun_argv(a.kolorun, slots=NP // 2) + ['--min-np', str(NP // 2), *timeout,
+                                                                         *kolo_worker]
         if self.case.startswith('kolo'):
             return [a.kolorun, '-np', str(NP), '--min-np', str(NP - 1), *timeout, *kolo_worker]
         return [a.torchrun, '--nnodes', '1', '--nproc_per_node', str(NP), '--max_restarts', '3',

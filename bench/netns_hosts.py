@@ -71,6 +71,7 @@ NETNS_ETC_DIR = "/etc/netns"
 COMMAND_TIMEOUT = 20
 # tbf's default bucket: this long at the link's rate (see default_burst).
 DEFAULT_BURST_SECONDS = 0.001
+NETNS_EXEC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "netns_exec.sh")
 
 
 class NetnsError(RuntimeError):
@@ -340,6 +341,14 @@ class Hosts:
         """argv prefix that runs a command inside host i (on its CPUs, if it has some)."""
         pin = ["taskset", "-c", self.cpus[i]] if self.cpus else []
         return ["ip", "netns", "exec", self.names[i]] + pin
+
+    def kolorun_argv(self, kolorun, slots=1):
+        """argv that starts `kolorun` in host 0 with `slots` ranks on every host,
+        each started through bench/netns_exec.sh (run it with environment()):
+        kolorun's other flags and the program follow."""
+        host_list = ",".join(f"{name}:{slots}" for name in self.names)
+        return [NETNS_EXEC, self.names[0], kolorun, "--launcher-command", f"{NETNS_EXEC} {{host}}", "-H", host_list,
+                "--network-interface", self.interface]
 
     def run(self, i, argv, **kwargs):
         """subprocess.run(argv) inside host i."""

@@ -65,12 +65,9 @@ def worker(args):
 
 
 def run(hosts, args, library):
-    netns_exec = os.path.join(ROOT, 'bench', 'netns_exec.sh')
-    host_list = ','.join(f'{name}:1' for name in hosts.names)
-    argv = [netns_exec, hosts.names[0], os.path.join(args.build_dir, 'tools', 'kolorun', 'kolorun'),
-            '--launcher-command', f'{netns_exec} {{host}}', '-H', host_list, '--network-interface', hosts.interface,
-            '/usr/bin/python3', os.path.abspath(__file__), '--worker', '--steps', str(args.steps), '--rank',
-            str(args.rank), '--model', args.model]
+    argv = hosts.kolorun_argv(os.path.join(args.build_dir, 'tools', 'kolorun', 'kolorun')) + [
+        '/usr/bin/python3', os.path.abspath(__file__), '--worker', '--steps', str(args.steps), '--rank',
+        str(args.rank), '--model', args.model]
     env = dict(os.environ, **hosts.environment(), OPENBLAS_NUM_THREADS='1',
                PYTHONPATH=os.path.join(args.build_dir, 'python'))
     if library:

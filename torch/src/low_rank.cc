@@ -43,6 +43,15 @@ void combine(const T* weights, const T* qt, T* row, std::int64_t cols, std::int6
   }
 }
 
+// Column x of P Qt's row whose P row is w, r known when compiling: the terms
+// in k order, as combine() adds them.
+template <typename T, int R>
+T approximation_at(const T* w, const T* qt, std::int64_t x, std::int64_t cols) {
+  T a = w[0] * qt[x];
+  for (int k = 1; k < R; ++k) a += w[k] * qt[k * cols + x];
+  return a;
+}
+
 // fold_and_project's row with the last step's factors, r known when
 // compiling: the same operations in the same order as the general loops
 // below, in one pass over the row. (The rows without last factors, a first
@@ -50,11 +59,7 @@ void combine(const T* weights, const T* qt, T* row, std::int64_t cols, std::int6
 template <typename T, int R>
 void fold_last_and_project_row(const T* grad, T* row, const T* last_p, const T* last_qt, const T* qt, T* p,
                                std::int64_t cols) {
-  auto folded = [&](std::int64_t x) {
-    T a = last_p[0] * last_qt[x];
-    for (int k = 1; k < R; ++k) a += last_p[k] * last_qt[k * cols + x];
-    return grad[x] + (row[x] - a);
-  };
+  auto folded = [&](std::int64_t x) { return grad[x] + (row[x] - approximation_at<T, R>(last_p, last_qt, x, cols)); };
   T lanes[R][kLanes] = {};
   std::int64_t j = 0;
   for (; j + kLanes <= cols; j += kLanes) {
@@ -99,21 +104,12 @@ void reconstruct_fixed(T* __restrict g, const T* __restrict p, const T* __restri
     }
     T* out = g + i * cols;
     for (std::int64_t x = 0; x < cols; ++x) {
-      for (std::int64_t n = 0; n < kGroup; ++n) {
-        T a = w[n][0] * qt[x];
-        for (int k = 1; k < R; ++k) a += w[n][k] * qt[k * cols + x];
-        out[n * cols + x] = a;
-      }
+      for (std::int64_t n = 0; n < kGroup; ++n) out[n * cols + x] = approximation_at<T, R>(w[n], qt, x, cols);
     }
   }
   for (; i < rows; ++i) {
-    const T* w = p + i * R;
     T* row = g + i * cols;
-    for (std::int64_t x = 0; x < cols; ++x) {
-      T a = w[0] * qt[x];
-      for (int k = 1; k < R; ++k) a += w[k] * qt[k * cols + x];
-      row[x] = a;
-    }
+    for (std::int64_t x = 0; x < cols; ++x) row[x] = approximation_at<T, R>(p + i * R, qt, x, cols);
   }
 }
 
@@ -132,12 +128,12 @@ void project_rows_back(const T* m, const T* p, T* qt, std::int64_t begin, std::i
   }
 }
 
-// project_back for r known when compiling: each group's rows are read once for
-// all r rows of Qt, with the additions in the general loop's order.
+// project_back for r known when compiling, into a zeroed Qt: each group's rows
+// are read once for all r rows of Qt, with the additions in the general loop's
+// order.
 template <typename T, int R>
 void project_back_fixed(const T* __restrict m, const T* __restrict p, T* __restrict qt, std::int64_t rows,
                         std::int64_t cols) {
-  for (std::int64_t k = 0; k < R * cols; ++k) qt[k] = 0;
   std::int64_t i = 0;
   for (; i + kGroup <= rows; i += kGroup) {
     T w[kGroup][R];
@@ -204,6 +200,7 @@ void fold_and_project(const T* g, T* m, Approximation<T> last, const T* qt, T* p
 
 template <typename T>
 void project_back(const T* m, const T* p, T* qt, std::int64_t rows, std::int64_t cols, std::int64_t r) {
+  for (std::int64_t k = 0; k < r * cols; ++k) qt[k] = 0;
   if (with_fixed_rank(r, [&]<int R>() {
         project_back_fixed<T, R>(m, p, qt, rows, cols);
         return true;
@@ -211,7 +208,6 @@ void project_back(const T* m, const T* p, T* qt, std::int64_t rows, std::int64_t
     return;
   }
   // Ranks above those unrolled: rare, one row at a time.
-  for (std::int64_t k = 0; k < r * cols; ++k) qt[k] = 0;
   project_rows_back(m, p, qt, 0, rows, cols, r);
 }
 
